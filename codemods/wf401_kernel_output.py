@@ -1,0 +1,278 @@
+"""WF401 / WF106 / WF107: a kernel that overwrites an element of its own array argument.
+
+``a[i] *= b`` (WF401) and ``a[i] = f(a[i])`` (WF106) inside a taped kernel lose the
+gradient. The rewrite gives the kernel a separate output (``a_out``), across files:
+
+* kernel: the statement at the span becomes ``a_out[i] = a[i] * (b)`` (``a_out[i] = f(a[i])``),
+  later reads of ``a[...]`` in the kernel read ``a_out[...]``, and ``a_out: <type of a>``
+  is appended to the parameters;
+* every launch site (any file): ``a_out = wp.empty_like(<arg>)`` before the launch,
+  ``a_out`` appended to the argument lists (to ``outputs`` when the launch has one, else
+  to ``inputs``: Warp binds their concatenation), and ``<arg> = a_out`` after the launch.
+
+Finding data (all optional, inferred from the span when absent):
+``kernel`` -- the kernel's name; ``param`` -- the overwritten array parameter.
+The span must point at the overwriting statement in the kernel body (WF107 reports on a
+struct field: such writes are not rewritable and are skipped with a reason).
+
+Skipped with a reason when not mechanical: the write is conditional or in a loop, the
+parameter is written elsewhere or passed to a call, a launch does not pass literal
+``inputs``/``outputs`` lists, an argument is not rebindable (a call, or a parameter of
+the enclosing function whose caller would not see the rebinding), or the kernel is used
+other than as the kernel of a ``wp.launch``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile
+
+from codemods._base import FindingCommand, add_keyword, append_item, call_name, dotted, keyword, positional
+from warpfix.finding import Finding
+
+_ATOMS = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)
+_BINARY = {
+    cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide,
+    cst.AddAssign: cst.Add,
+    cst.SubtractAssign: cst.Subtract,
+}
+
+
+def _is_kernel(func: cst.FunctionDef) -> bool:
+    for dec in func.decorators:
+        node = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        if (dotted(node) or "").split(".")[-1] == "kernel":
+            return True
+    return False
+
+
+def _store_target(small: cst.CSTNode) -> cst.Subscript | None:
+    if isinstance(small, cst.AugAssign):
+        target = small.target
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+    else:
+        return None
+    return target if isinstance(target, cst.Subscript) else None
+
+
+def _launch_kernel(call: cst.Call) -> cst.BaseExpression | None:
+    if call_name(call) != "launch":
+        return None
+    kw = keyword(call, "kernel")
+    if kw is not None:
+        return kw.value
+    args = positional(call)
+    return args[0].value if args else None
+
+
+def _append_element(lst: cst.List | cst.Tuple, value: cst.BaseExpression) -> cst.List | cst.Tuple:
+    elements = list(lst.elements)
+    if not elements:
+        return lst.with_changes(elements=[cst.Element(value)])
+    last = elements[-1]
+    if isinstance(last.comma, cst.Comma):
+        between = elements[-2].comma if len(elements) > 1 and isinstance(elements[-2].comma, cst.Comma) else None
+        elements[-1] = last.with_changes(comma=between or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(cst.Element(value, comma=last.comma))
+    else:
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(cst.Element(value))
+    return lst.with_changes(elements=elements)
+
+
+class KernelOutput(FindingCommand):
+    DESCRIPTION = "WF401/WF106: write a separate output array and rebind it at every launch site."
+    RULES = ("WF401", "WF106", "WF107")
+    DATA = {
+        "kernel": "name of the kernel (default: the function around the line)",
+        "param": "the overwritten array parameter (default: the store target at the line)",
+    }
+    CROSS_FILE = True
+
+    @classmethod
+    def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
+        kernel = finding.data.get("kernel")
+        if not kernel:  # found from the kernel file itself; every file may launch it
+            return [finding.path, *(p for p in sources if p != finding.path)]
+        word = re.compile(rf"\b{re.escape(kernel)}\b")
+        return [finding.path, *(p for p, s in sources.items() if p != finding.path and word.search(s))]
+
+    @classmethod
+    def shared(cls, context: CodemodContext) -> dict[str, Any]:
+        return context.scratch.setdefault("kernel_output", {})
+
+    @classmethod
+    def incomplete(cls, scratch: dict[str, Any]) -> str | None:
+        state = scratch.get("kernel_output", {})
+        if "kernel" in state and not state.get("launches"):
+            return f"no launch of {state['kernel']} found: its signature cannot change"
+        return None
+
+    def plan(self, tree: cst.Module) -> None:
+        state = self.shared(self.context)
+        if self.in_target_file():
+            self._plan_kernel()
+            state.update(kernel=self.kernel, param=self.param, index=self.index, out=self.out)
+        elif "kernel" in state:
+            self.kernel, self.param, self.index, self.out = state["kernel"], state["param"], state["index"], state["out"]
+        elif self.data["kernel"] and self.data["param"]:
+            self.kernel, self.param = self.data["kernel"], self.data["param"]
+            self.index, self.out = None, self.data.get("out") or f"{self.param}_out"
+        else:
+            raise SkipFile("the kernel file has not been rewritten first")
+        self._plan_launches()
+
+    # -- the kernel ---------------------------------------------------------------------
+    def _plan_kernel(self) -> None:
+        small = self.on_line((cst.AugAssign, cst.Assign), lambda n: _store_target(n) is not None)
+        target = _store_target(small)
+        assert target is not None
+        line = self.parent(small)
+        func = self.enclosing(small, cst.FunctionDef)
+        if func is None or not _is_kernel(func):
+            raise self.not_applicable("the store is not in a @wp.kernel body")
+        if not isinstance(target.value, cst.Name):
+            raise self.not_applicable("the store target is not an array parameter (struct field?)")
+        param = target.value.value
+        if self.data["param"] and self.data["param"] != param:
+            raise self.not_applicable(f"the store writes {param}, not {self.data['param']}")
+        if self.data["kernel"] and self.data["kernel"] != func.name.value:
+            raise self.not_applicable(f"the store is in {func.name.value}, not {self.data['kernel']}")
+        declared = {p.name.value: p for p in func.params.params}
+        if param not in declared or declared[param].annotation is None:
+            raise self.not_applicable(f"{param} is not an annotated kernel parameter")
+        body = func.body
+        if not isinstance(body, cst.IndentedBlock) or line not in body.body or len(line.body) != 1:
+            raise self.not_applicable(f"the store to {param} is conditional, in a loop or shares its line")
+        if isinstance(small, cst.AugAssign) and type(small.operator) not in _BINARY:
+            raise self.not_applicable("unsupported in-place operator")
+
+        position = body.body.index(line)
+        after = {id(n) for s in body.body[position + 1:] for n in self.nodes(s, cst.Subscript)}
+        for name in self.nodes(func.body, cst.Name):
+            holder = self.parent(name)
+            if name.value == param and not (isinstance(holder, cst.Subscript) and holder.value is name):
+                raise self.not_applicable(f"{param} is passed on at line {self.pos(name).start.line}")
+        for store in self.nodes(func.body, (cst.Assign, cst.AugAssign)):
+            other = _store_target(store)
+            if store is not small and other is not None and isinstance(other.value, cst.Name) and (
+                other.value.value == param
+            ):
+                raise self.not_applicable(f"{param} is also written at line {self.pos(store).start.line}")
+
+        self.kernel, self.param = func.name.value, param
+        self.index = [p.name.value for p in func.params.params].index(param)
+        self.out = self.fresh_name(f"{param}_out", func)
+        out_name = cst.Name(self.out)
+
+        for sub in self.nodes(func.body, cst.Subscript):
+            if id(sub) in after and isinstance(sub.value, cst.Name) and sub.value.value == param:
+                self.replace(sub.value, out_name)
+
+        if isinstance(small, cst.AugAssign):
+            value = small.value
+            if not isinstance(value, _ATOMS):
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            op = _BINARY[type(small.operator)]()
+            new_small = cst.Assign(
+                targets=[cst.AssignTarget(target.with_changes(value=out_name))],
+                value=cst.BinaryOperation(left=target, operator=op, right=value),
+                semicolon=small.semicolon,
+            )
+            self.replace(small, new_small)
+        else:
+            self.replace(target, lambda new: new.with_changes(value=out_name))
+
+        annotation = declared[param].annotation
+        new_param = cst.Param(cst.Name(self.out), annotation=annotation)
+        self.replace(func.params, lambda new: new.with_changes(
+            params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
+        ))
+
+    # -- the launch sites ---------------------------------------------------------------
+    def _plan_launches(self) -> None:
+        count = 0
+        for name in self.nodes(self.tree, cst.Name):
+            if name.value != self.kernel:
+                continue
+            holder = self.parent(name)
+            if isinstance(holder, cst.Attribute) and holder.attr is name:
+                holder_parent = self.parent(holder)
+                if isinstance(holder_parent, (cst.Attribute, cst.ImportFrom)):
+                    continue
+                use = holder
+            else:
+                use = name
+            where = self.parent(use)
+            if isinstance(where, (cst.FunctionDef, cst.ImportAlias, cst.Attribute)):
+                continue
+            arg = where if isinstance(where, cst.Arg) else None
+            call = self.parent(arg) if arg is not None else None
+            if not (isinstance(call, cst.Call) and _launch_kernel(call) is use):
+                raise self.not_applicable(
+                    f"{self.kernel} is used at line {self.pos(name).start.line} other than as a launched kernel"
+                )
+            self._plan_launch(call)
+            count += 1
+        if count == 0:
+            if self.in_target_file():
+                return
+            raise SkipFile("no launch of the kernel here")
+        self.shared(self.context)["launches"] = self.shared(self.context).get("launches", 0) + count
+
+    def _bound_list(self, call: cst.Call, slot: str, index: int) -> cst.Arg | None:
+        kw = keyword(call, slot)
+        if kw is not None:
+            return kw
+        args = positional(call)
+        return args[index] if len(args) > index else None
+
+    def _plan_launch(self, call: cst.Call) -> None:
+        where = f"the launch at line {self.pos(call).start.line}"
+        line = self.parent(self.parent(call))
+        if not (isinstance(self.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine)
+                and len(line.body) == 1):
+            raise self.not_applicable(f"{where} is not a statement of its own")
+        inputs, outputs = self._bound_list(call, "inputs", 2), self._bound_list(call, "outputs", 3)
+        bound: list[cst.BaseExpression] = []
+        for holder in (inputs, outputs):
+            if holder is None:
+                continue
+            if not isinstance(holder.value, (cst.List, cst.Tuple)) or any(
+                isinstance(e, cst.StarredElement) for e in holder.value.elements
+            ):
+                raise self.not_applicable(f"{where} does not pass literal inputs/outputs lists")
+            bound.extend(e.value for e in holder.value.elements)
+        if self.index is not None and self.index >= len(bound):
+            raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
+        if self.index is None:
+            raise self.not_applicable(f"{where}: parameter position of {self.param} unknown")
+        arg = bound[self.index]
+        self.check_rebindable(arg, line, where)
+
+        alias = self.code(call.func.value) if isinstance(call.func, cst.Attribute) else "wp"
+        scope = self.enclosing(call, cst.FunctionDef) or self.tree
+        fresh = self.fresh_name(f"{_stem(arg)}_out", scope)
+        text = self.code(arg)
+        self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
+        self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
+        last = outputs or inputs
+        if last is not None:
+            self.replace(last.value, lambda new: _append_element(new, cst.Name(fresh)))
+        else:
+            new_list = cst.List([cst.Element(cst.Name(fresh))])
+            self.replace(call, lambda new: add_keyword(new, "outputs", new_list))
+
+
+def _stem(arg: cst.BaseExpression) -> str:
+    """The identifier a new local for ``arg`` is named after (``q`` for ``state.q``, ``states[k]``: ``states``)."""
+    while isinstance(arg, cst.Subscript):
+        arg = arg.value
+    if isinstance(arg, cst.Attribute):
+        return arg.attr.value
+    return arg.value if isinstance(arg, cst.Name) else "array"

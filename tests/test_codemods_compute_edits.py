@@ -1,0 +1,171 @@
+"""``warpfix.fixes.compute_edits``: codemod selection, safety gating, cross-file rewrites, line mapping."""
+
+from __future__ import annotations
+
+import textwrap
+
+from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
+from warpfix.fixes import compute_edits
+
+
+def finding(rule: str, path: str, line: int, *, safety: FixSafety = FixSafety.SAFE, column: int = 1, **data) -> Finding:
+    return Finding(
+        rule=rule, name=rule.lower(), severity=Severity.ERROR, span=Span(path, line, column, line, column + 1),
+        message="m", fix=Fix(safety, "fix"), data=data,
+    )
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+KERNELS = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] *= s + 1.0  # in place
+        y[i] = x[i] * 2.0
+""")
+
+MAIN = src("""
+    import warp as wp
+
+    import kernels
+    from kernels import scale
+
+
+    def step(state, n):
+        wp.launch(kernels.scale, dim=n, inputs=[state.x, 2.0], outputs=[state.y])
+
+
+    def run(n):
+        q = wp.zeros(n, dtype=float, requires_grad=True)
+        y = wp.zeros(n, dtype=float, requires_grad=True)
+        with wp.Tape() as tape:
+            # step
+            wp.launch(
+                kernel=scale,
+                dim=n,
+                inputs=[q, 2.0, y],
+            )
+        return q
+""")
+
+
+def test_kernel_output_rewrites_kernel_and_every_launch_site() -> None:
+    result = compute_edits({"kernels.py": KERNELS, "main.py": MAIN}, [finding("WF401", "kernels.py", 7, column=5)])
+    assert result.skipped == []
+    assert result.new_sources["kernels.py"] == src("""
+        import warp as wp
+
+
+        @wp.kernel
+        def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float), x_out: wp.array(dtype=float)):
+            i = wp.tid()
+            x_out[i] = x[i] * (s + 1.0)  # in place
+            y[i] = x_out[i] * 2.0
+    """)
+    assert result.new_sources["main.py"] == src("""
+        import warp as wp
+
+        import kernels
+        from kernels import scale
+
+
+        def step(state, n):
+            x_out = wp.empty_like(state.x)
+            wp.launch(kernels.scale, dim=n, inputs=[state.x, 2.0], outputs=[state.y, x_out])
+            state.x = x_out
+
+
+        def run(n):
+            q = wp.zeros(n, dtype=float, requires_grad=True)
+            y = wp.zeros(n, dtype=float, requires_grad=True)
+            with wp.Tape() as tape:
+                # step
+                q_out = wp.empty_like(q)
+                wp.launch(
+                    kernel=scale,
+                    dim=n,
+                    inputs=[q, 2.0, y, q_out],
+                )
+                q = q_out
+            return q
+    """)
+
+
+def test_kernel_output_is_all_or_nothing() -> None:
+    main = MAIN + "\nk = scale\n"
+    result = compute_edits({"kernels.py": KERNELS, "main.py": main}, [finding("WF401", "kernels.py", 7)])
+    assert result.new_sources == {}
+    [(_, reason)] = result.skipped
+    assert "other than as a launched kernel" in reason
+
+
+def test_kernel_without_launch_is_skipped() -> None:
+    result = compute_edits({"kernels.py": KERNELS}, [finding("WF106", "kernels.py", 7)])
+    assert result.new_sources == {}
+    assert "no launch of scale" in result.skipped[0][1]
+
+
+def test_rmw_assignment_and_parameter_argument() -> None:
+    code = src("""
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], 1.0)
+
+
+        def apply(x):
+            wp.launch(clamp, dim=1, inputs=[x])
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF106", "m.py", 4)])
+    assert result.new_sources == {}
+    assert "would not reach its caller" in result.skipped[0][1]
+
+
+def test_safety_gating() -> None:
+    code = "@wp.kernel(enable_backward=False)\ndef k():\n    pass\n"
+    unsafe = finding("WF202", "m.py", 1, safety=FixSafety.UNSAFE)
+    assert compute_edits({"m.py": code}, [unsafe]).skipped[0][1] == "unsafe fix: needs --unsafe-fixes"
+    assert compute_edits({"m.py": code}, [unsafe], unsafe=True).new_sources == {"m.py": "@wp.kernel\ndef k():\n    pass\n"}
+    diagnostic = finding("WF801", "m.py", 1, safety=FixSafety.NONE)
+    assert compute_edits({"m.py": code}, [diagnostic]).skipped[0][1] == "diagnostic only: no fix"
+    assert compute_edits({"m.py": code}, [finding("WF601", "m.py", 1)]).skipped[0][1] == "no automatic fix for WF601"
+
+
+def test_several_findings_in_one_file_map_their_lines() -> None:
+    code = src("""
+        with wp.Tape() as tape:
+            wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            log(loss)
+            m = metric(x)
+        tape.backward(loss)
+        d = wp.sqrt(wp.dot(v, v))
+        h = wp.zeros(n)
+    """)
+    findings = [finding("WF302", "m.py", 3), finding("WF302", "m.py", 4), finding("WF702", "m.py", 6),
+                finding("WF201", "m.py", 7)]
+    result = compute_edits({"m.py": code}, findings)
+    assert result.skipped == []
+    assert result.new_sources["m.py"] == src("""
+        with wp.Tape() as tape:
+            wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+        tape.backward(loss)
+        log(loss)
+        m = metric(x)
+        d = wp.length(v)
+        h = wp.zeros(n, requires_grad=True)
+    """)
+    # a second run over the rewritten code with the same (now stale) findings changes nothing
+    again = compute_edits(result.new_sources, findings)
+    assert again.new_sources == {}
+
+
+def test_unparsable_source_is_skipped() -> None:
+    result = compute_edits({"m.py": "def (:\n"}, [finding("WF702", "m.py", 1)])
+    assert result.new_sources == {}
+    assert "cannot parse" in result.skipped[0][1]

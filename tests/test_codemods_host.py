@@ -1,0 +1,223 @@
+"""Before/after tests of the host-code codemods: rebinding, fresh buffers, statement moves."""
+
+from __future__ import annotations
+
+from libcst.codemod import CodemodTest
+
+from codemods.wf101_copy_rebind import CopyToRebind
+from codemods.wf103_rotate import RotateBuffers
+from codemods.wf104_fresh_output import FreshOutput
+from codemods.wf105_fresh_fill import FreshFill
+from codemods.wf301_tape_zero import ZeroTape
+from codemods.wf302_after_backward import MoveAcrossBackward
+
+
+class TestCopyToRebind(CodemodTest):
+    TRANSFORM = CopyToRebind
+
+    def test_copy(self) -> None:
+        before = """
+            with tape:
+                wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
+                wp.copy(state.q, q_proj)  # write back
+        """
+        after = """
+            with tape:
+                wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
+                state.q = q_proj  # write back
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_assign_with_data(self) -> None:
+        self.assertCodemod("x.assign(y)\n", "x = y\n", line=1, dst="x", src="y")
+
+    def test_wrong_data_is_skipped(self) -> None:
+        self.assertCodemod("wp.copy(x, y)\n", "wp.copy(x, y)\n", line=1, dst="y", expected_skip=True)
+
+    def test_offsets_are_skipped(self) -> None:
+        code = "wp.copy(x, y, dest_offset=4)\n"
+        self.assertCodemod(code, code, line=1, expected_skip=True)
+
+    def test_function_parameter_is_skipped(self) -> None:
+        code = """
+            def project(q, q_proj):
+                wp.copy(q, q_proj)
+        """
+        self.assertCodemod(code, code, line=2, expected_skip=True)
+
+
+class TestRotateBuffers(CodemodTest):
+    TRANSFORM = RotateBuffers
+
+    def test_rotate(self) -> None:
+        before = "states[0] = states[-1]  # next window\n"
+        after = "states[0], states[-1] = states[-1], states[0]  # next window\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_call_is_skipped(self) -> None:
+        self.assertCodemod("a = wp.clone(b)\n", "a = wp.clone(b)\n", line=1, expected_skip=True)
+
+
+class TestFreshOutput(CodemodTest):
+    TRANSFORM = FreshOutput
+
+    def test_fresh_output_before_write(self) -> None:
+        before = """
+            with tape:
+                for step in range(steps):
+                    # advance
+                    wp.launch(integrate, dim=n, inputs=[cur], outputs=[nxt])
+                    cur, nxt = nxt, cur
+        """
+        after = """
+            with tape:
+                for step in range(steps):
+                    # advance
+                    nxt = wp.empty_like(nxt)
+                    wp.launch(integrate, dim=n, inputs=[cur], outputs=[nxt])
+                    cur, nxt = nxt, cur
+        """
+        self.assertCodemod(before, after, line=5)
+
+    def test_read_and_written_is_skipped(self) -> None:
+        code = """
+            for step in range(steps):
+                wp.launch(k, dim=n, inputs=[a, b], outputs=[b])
+                a, b = b, a
+        """
+        self.assertCodemod(code, code, line=3, expected_skip=True)
+
+
+class TestFreshFill(CodemodTest):
+    TRANSFORM = FreshFill
+
+    def test_zero(self) -> None:
+        before = "import warp\nforces.zero_()\n"
+        after = "import warp\nforces = warp.zeros_like(forces)\n"
+        self.assertCodemod(before, after, line=2)
+
+    def test_fill(self) -> None:
+        self.assertCodemod("state.f.fill_(1.5)\n", "state.f = wp.full_like(state.f, 1.5)\n", line=1)
+
+    def test_grad_is_skipped(self) -> None:
+        self.assertCodemod("x.grad.zero_()\n", "x.grad.zero_()\n", line=1, expected_skip=True)
+
+
+class TestZeroTape(CodemodTest):
+    TRANSFORM = ZeroTape
+
+    def test_end_of_loop(self) -> None:
+        before = """
+            for it in range(iters):
+                with tape:
+                    forward()
+                tape.backward(loss)
+                step(params, params.grad)
+        """
+        after = """
+            for it in range(iters):
+                with tape:
+                    forward()
+                tape.backward(loss)
+                step(params, params.grad)
+                tape.zero()
+        """
+        self.assertCodemod(before, after, line=4)
+
+    def test_before_continue(self) -> None:
+        before = """
+            while True:
+                self.tape.backward(loss=l)
+                continue
+        """
+        after = """
+            while True:
+                self.tape.backward(loss=l)
+                self.tape.zero()
+                continue
+        """
+        self.assertCodemod(before, after, line=2)
+
+    def test_arrays(self) -> None:
+        before = """
+            for it in range(iters):
+                tape.backward(loss)
+        """
+        after = """
+            for it in range(iters):
+                w.grad.zero_()
+                b.grad.zero_()
+                tape.backward(loss)
+        """
+        self.assertCodemod(before, after, line=2, arrays=["w", "b"])
+
+    def test_not_in_loop_is_skipped(self) -> None:
+        self.assertCodemod("tape.backward(loss)\n", "tape.backward(loss)\n", line=1, expected_skip=True)
+
+
+class TestMoveAcrossBackward(CodemodTest):
+    TRANSFORM = MoveAcrossBackward
+
+    def test_out_of_tape_scope(self) -> None:
+        before = """
+            with wp.Tape() as tape:
+                wp.launch(loss_kernel, dim=n, inputs=[x], outputs=[loss])
+                # reset the state
+                state.zero_()
+            tape.backward(loss)
+            print(loss)
+        """
+        after = """
+            with wp.Tape() as tape:
+                wp.launch(loss_kernel, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss)
+            # reset the state
+            state.zero_()
+            print(loss)
+        """
+        self.assertCodemod(before, after, line=4)
+
+    def test_write_before_backward(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            wp.launch(reset, dim=n, outputs=[x])
+            tape.backward(loss=loss)
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss=loss)
+            wp.launch(reset, dim=n, outputs=[x])
+        """
+        self.assertCodemod(before, after, line=3, tape="tape")
+
+    def test_grad_read_after_zero(self) -> None:
+        before = """
+            tape.backward(loss)
+            tape.zero()
+            g = x.grad.numpy()
+        """
+        after = """
+            tape.backward(loss)
+            g = x.grad.numpy()
+            tape.zero()
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_dependency_is_skipped(self) -> None:
+        code = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[y])
+                total = y
+                wp.launch(loss_k, dim=n, inputs=[total], outputs=[loss])
+            tape.backward(loss)
+        """
+        self.assertCodemod(code, code, line=3, expected_skip=True)
+
+    def test_other_tape_is_skipped(self) -> None:
+        code = """
+            x.zero_()
+            tape.backward(loss)
+        """
+        self.assertCodemod(code, code, line=1, tape="other", expected_skip=True)

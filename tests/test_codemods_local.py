@@ -1,0 +1,275 @@
+"""Before/after tests of the purely local codemods (libcst ``CodemodTest`` style)."""
+
+from __future__ import annotations
+
+from libcst.codemod import CodemodTest
+
+from codemods.wf108_clone_view import CloneView
+from codemods.wf201_requires_grad import RequireGrad
+from codemods.wf202_enable_backward import EnableBackward
+from codemods.wf402_component_accumulate import ComponentAccumulate
+from codemods.wf501_retain_grad import DropRetainGrad
+from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
+from codemods.wf701_where import SafeSelect
+from codemods.wf702_length import UseLength
+from codemods.wf801_adjoint_accumulate import AdjointAccumulate
+
+
+class TestAdjointAccumulate(CodemodTest):
+    TRANSFORM = AdjointAccumulate
+
+    def test_assign_becomes_accumulate(self) -> None:
+        before = """
+            @wp.func_grad(f)
+            def adj_f(x: float):
+                wp.adjoint[x] = 2.0 * wp.adjoint[ret]  # the adjoint
+        """
+        after = """
+            @wp.func_grad(f)
+            def adj_f(x: float):
+                wp.adjoint[x] += 2.0 * wp.adjoint[ret]  # the adjoint
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_only_the_line_of_the_finding(self) -> None:
+        before = """
+            def adj_f(x: float, y: float):
+                wp.adjoint[x] = 1.0
+                wp.adjoint[y] = 2.0
+        """
+        after = """
+            def adj_f(x: float, y: float):
+                wp.adjoint[x] = 1.0
+                wp.adjoint[y] += 2.0
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_other_assignment_is_skipped(self) -> None:
+        self.assertCodemod("x = 1\n", "x = 1\n", line=1, expected_skip=True)
+
+
+class TestUseLength(CodemodTest):
+    TRANSFORM = UseLength
+
+    def test_sqrt_dot(self) -> None:
+        before = "d = wp.sqrt(wp.dot(v - c, v - c)) + 1.0\n"
+        after = "d = wp.length(v - c) + 1.0\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_sqrt_length_sq(self) -> None:
+        self.assertCodemod("d = warp.sqrt(warp.length_sq(v))\n", "d = warp.length(v)\n", line=1)
+
+    def test_different_operands_are_skipped(self) -> None:
+        code = "d = wp.sqrt(wp.dot(a, b))\n"
+        self.assertCodemod(code, code, line=1, expected_skip=True)
+
+
+class TestDropRetainGrad(CodemodTest):
+    TRANSFORM = DropRetainGrad
+
+    def test_attribute_assignment(self) -> None:
+        before = """
+            x = wp.zeros(4, requires_grad=True)
+            x.retain_grad = True
+            y = 1
+        """
+        after = """
+            x = wp.zeros(4, requires_grad=True)
+            y = 1
+        """
+        self.assertCodemod(before, after, line=2)
+
+    def test_keyword_last(self) -> None:
+        before = "x = wp.zeros(4, requires_grad=True, retain_grad=True)\n"
+        after = "x = wp.zeros(4, requires_grad=True)\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_keyword_multiline(self) -> None:
+        before = """
+            x = wp.zeros(
+                4,
+                retain_grad=True,
+                requires_grad=True,
+            )
+        """
+        after = """
+            x = wp.zeros(
+                4,
+                requires_grad=True,
+            )
+        """
+        self.assertCodemod(before, after, line=4)
+
+
+class TestDeleteDuplicateLaunch(CodemodTest):
+    TRANSFORM = DeleteDuplicateLaunch
+
+    def test_repeat_is_deleted(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[y])
+                wp.launch(k, dim=n, inputs=[x], outputs=[y])
+                wp.launch(loss_k, dim=n, inputs=[y], outputs=[loss])
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[y])
+                wp.launch(loss_k, dim=n, inputs=[y], outputs=[loss])
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_different_launch_is_kept(self) -> None:
+        code = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[y])
+                wp.launch(k, dim=n, inputs=[y], outputs=[z])
+        """
+        self.assertCodemod(code, code, line=3, expected_skip=True)
+
+
+class TestRequireGrad(CodemodTest):
+    TRANSFORM = RequireGrad
+
+    def test_append_keyword(self) -> None:
+        self.assertCodemod(
+            "h = wp.zeros(n, dtype=wp.vec3)\n", "h = wp.zeros(n, dtype=wp.vec3, requires_grad=True)\n", line=1
+        )
+
+    def test_false_becomes_true(self) -> None:
+        self.assertCodemod(
+            "h = wp.empty_like(x, requires_grad=False)\n", "h = wp.empty_like(x, requires_grad=True)\n", line=1
+        )
+
+    def test_trailing_comma_style(self) -> None:
+        before = """
+            h = wp.zeros(
+                n,
+                dtype=float,  # per particle
+            )
+        """
+        after = """
+            h = wp.zeros(
+                n,
+                dtype=float,  # per particle
+                requires_grad=True,
+            )
+        """
+        self.assertCodemod(before, after, line=1)
+
+
+class TestEnableBackward(CodemodTest):
+    TRANSFORM = EnableBackward
+
+    def test_only_option(self) -> None:
+        before = """
+            @wp.kernel(enable_backward=False)
+            def k(x: wp.array(dtype=float)):
+                pass
+        """
+        after = """
+            @wp.kernel
+            def k(x: wp.array(dtype=float)):
+                pass
+        """
+        self.assertCodemod(before, after, line=1)
+
+    def test_other_options_kept(self) -> None:
+        before = "@wp.kernel(enable_backward=False, module=\"unique\")\ndef k():\n    pass\n"
+        after = "@wp.kernel(module=\"unique\")\ndef k():\n    pass\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_module_options(self) -> None:
+        before = 'wp.set_module_options({"fast_math": True, "enable_backward": False})\n'
+        after = 'wp.set_module_options({"fast_math": True})\n'
+        self.assertCodemod(before, after, line=1)
+
+    def test_module_options_statement_removed(self) -> None:
+        before = 'import warp as wp\nwp.set_module_options({"enable_backward": False})\nx = 1\n'
+        self.assertCodemod(before, "import warp as wp\nx = 1\n", line=2)
+
+    def test_config(self) -> None:
+        self.assertCodemod("wp.config.enable_backward = False\nx = 1\n", "x = 1\n", line=1)
+
+
+class TestSafeSelect(CodemodTest):
+    TRANSFORM = SafeSelect
+
+    def test_softplus_guard(self) -> None:
+        before = "s = wp.where(z > 20.0, z, wp.log(1.0 + wp.exp(z)))\n"
+        after = "s = wp.max(z, 0.0) + wp.log(1.0 + wp.exp(-wp.abs(z)))\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_softplus_guard_select_inside_expression(self) -> None:
+        before = "s = 2.0 * wp.select(x[i] < 20.0, x[i], wp.log(wp.exp(x[i]) + 1.0))\n"
+        after = "s = 2.0 * (wp.max(x[i], 0.0) + wp.log(1.0 + wp.exp(-wp.abs(x[i]))))\n"
+        self.assertCodemod(before, after, line=1)
+
+    def test_other_select_becomes_if_else(self) -> None:
+        before = """
+            def f(x: float):
+                # guard the pole
+                y = wp.where(x > 0.0, 1.0 / x, 0.0)  # inverse
+                return y
+        """
+        after = """
+            def f(x: float):
+                # guard the pole
+                if x > 0.0:  # inverse
+                    y = 1.0 / x
+                else:
+                    y = 0.0
+                return y
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_select_order_and_return(self) -> None:
+        before = """
+            def f(x: float):
+                return wp.select(x > 0.0, 0.0, wp.pow(x, 0.5))
+        """
+        after = """
+            def f(x: float):
+                if x > 0.0:
+                    return wp.pow(x, 0.5)
+                else:
+                    return 0.0
+        """
+        self.assertCodemod(before, after, line=2)
+
+    def test_nested_select_is_skipped(self) -> None:
+        code = "y = 1.0 + wp.where(x > 0.0, 1.0 / x, 0.0)\n"
+        self.assertCodemod(code, code, line=1, expected_skip=True)
+
+
+class TestComponentAccumulate(CodemodTest):
+    TRANSFORM = ComponentAccumulate
+
+    def test_later_write_accumulates(self) -> None:
+        self.assertCodemod("v[0] = x[i] * x[i]\n", "v[0] += x[i] * x[i] - v[0]\n", line=1)
+
+    def test_low_precedence_value_is_parenthesised(self) -> None:
+        self.assertCodemod("v[1] = a if c else b\n", "v[1] += (a if c else b) - v[1]\n", line=1, target="v[1]")
+
+    def test_other_target_is_skipped(self) -> None:
+        self.assertCodemod("v[1] = a\n", "v[1] = a\n", line=1, target="v[0]", expected_skip=True)
+
+
+class TestCloneView(CodemodTest):
+    TRANSFORM = CloneView
+
+    def test_view_becomes_clone(self) -> None:
+        before = """
+            import warp as wp
+            q_view = wp.array(ptr=q.ptr, shape=q.shape, dtype=q.dtype)
+            q_view.zero_()
+        """
+        after = """
+            import warp as wp
+            q_view = wp.clone(q)
+            q_view.zero_()
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_no_view_is_skipped(self) -> None:
+        code = "q_view = q\nq_view.zero_()\n"
+        self.assertCodemod(code, code, line=2, expected_skip=True)

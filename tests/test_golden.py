@@ -1,0 +1,71 @@
+"""Golden cases: `warpfix check` on each variant folder reports exactly the expected findings
+(all rules at once), and every variant program runs (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warpfix.engine import check_paths, parse_version
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+
+
+def _cases():
+    for case_dir in sorted(GOLDEN.iterdir()):
+        case_file = case_dir / "case.json"
+        if not case_file.is_file():
+            continue
+        case = json.loads(case_file.read_text())
+        for variant in case["variants"]:
+            yield pytest.param(case_dir, case, variant, id=f"{case_dir.name}/{variant}")
+
+
+CASES = list(_cases())
+
+
+def _findings(case_dir: Path, case: dict, variant: str) -> set[str]:
+    version = parse_version(case["warp_version"]) if "warp_version" in case else None
+    cwd = os.getcwd()
+    os.chdir(case_dir / variant)
+    try:
+        result = check_paths(["."], use_cache=False, warp_version=version)
+    finally:
+        os.chdir(cwd)
+    assert not result.errors, result.errors
+    return {f"{os.path.normpath(f.path)}:{f.line}:{f.rule}" for f in result.findings}
+
+
+@pytest.mark.parametrize(("case_dir", "case", "variant"), CASES)
+def test_golden_findings(case_dir: Path, case: dict, variant: str) -> None:
+    assert (case_dir / variant).is_dir(), f"{variant} listed in case.json but missing"
+    assert _findings(case_dir, case, variant) == set(case["variants"][variant])
+
+
+def test_every_rule_has_a_golden_case() -> None:
+    from warpfix.rules import all_rules
+
+    names = {p.name.split("-")[0] for p in GOLDEN.iterdir() if p.is_dir()}
+    missing = [r.id for r in all_rules() if r.id not in names]
+    assert not missing, f"rules without golden/<ID>-*: {missing}"
+
+
+def test_golden_buggy_variants_have_findings_of_their_rule() -> None:
+    for case_dir, case, _ in (p.values for p in CASES):
+        buggy = case["variants"].get("buggy")
+        if buggy is not None:
+            assert any(f.endswith(":" + case["rule"]) for f in buggy), f"{case_dir.name}: buggy lacks {case['rule']}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case_dir", "case", "variant"), CASES)
+def test_golden_program_runs(case_dir: Path, case: dict, variant: str) -> None:
+    entry = [sys.executable if part == "python" else part for part in case["entry"]]
+    proc = subprocess.run(entry, cwd=case_dir / variant, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "loss0 =" in proc.stdout

@@ -1,0 +1,306 @@
+"""End-to-end tests of ``warpfix lsp``: a pytest-lsp client drives the real server over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from warpfix.engine import check_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# `y` is allocated without requires_grad, written from `k` and read on the way to the loss: WF201.
+BUGGY = """import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = k[0] * x[i]
+
+
+@wp.kernel
+def sq_err(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = y[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+n = 64
+x = wp.array(np.linspace(0.0, 1.0, n), dtype=float)
+target = wp.array(3.0 * np.linspace(0.0, 1.0, n), dtype=float)
+k = wp.array([1.0], dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+y = wp.zeros(n, dtype=float)
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+"""
+BUG_LINE = 22  # 0-based line of `y = wp.zeros(n, dtype=float)`
+
+# The taped kernel has no adjoint: WF202, whose fix is unsafe.
+UNSAFE = BUGGY.replace("@wp.kernel\ndef scale", "@wp.kernel(enable_backward=False)\ndef scale").replace(
+    "y = wp.zeros(n, dtype=float)", "y = wp.zeros(n, dtype=float, requires_grad=True)"
+)
+
+TIMEOUT = 60.0
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "warpfix", "lsp"],
+        server_env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
+    ),
+)
+async def client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
+            root_uri=None,
+        )
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + TIMEOUT
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def diagnostics(client: LanguageClient, uri: str) -> list[types.Diagnostic] | None:
+    found = client.diagnostics.get(uri)
+    return None if found is None else list(found)
+
+
+async def open_file(client: LanguageClient, path: Path, text: str) -> str:
+    path.write_text(text)
+    uri = path.as_uri()
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
+    await until(lambda: diagnostics(client, uri) is not None, "the first diagnostics")
+    return uri
+
+
+async def change(client: LanguageClient, uri: str, version: int, text: str) -> None:
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    await until(lambda: diagnostics(client, uri) is not None, f"diagnostics of version {version}")
+
+
+def offset(lines: list[str], pos: types.Position) -> int:
+    # The test texts are ASCII: UTF-16 units are characters.
+    return sum(len(line) for line in lines[: pos.line]) + pos.character
+
+
+def apply_edits(text: str, edits: Sequence[types.TextEdit]) -> str:
+    lines = text.splitlines(keepends=True)
+    spans = sorted(
+        ((offset(lines, e.range.start), offset(lines, e.range.end), e.new_text) for e in edits), reverse=True
+    )
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+async def code_actions(
+    client: LanguageClient, uri: str, diags: Sequence[types.Diagnostic], only: list[str] | None = None
+) -> list[types.CodeAction]:
+    whole = types.Range(
+        start=types.Position(line=0, character=0), end=types.Position(line=BUG_LINE + 1, character=0)
+    )
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=diags[0].range if diags else whole,
+            context=types.CodeActionContext(diagnostics=list(diags), only=only),
+        )
+    )
+    return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+
+# -- tests ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_diagnostic_then_quick_fix_then_clean(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    (diag,) = diagnostics(client, uri)
+    assert diag.code == "WF201"
+    assert diag.source == "warpfix"
+    assert diag.severity == types.DiagnosticSeverity.Error
+    assert diag.range.start == types.Position(line=BUG_LINE, character=4)
+    assert "requires_grad" in diag.message
+    assert {r.message for r in diag.related_information or []} >= {"written here", "read here"}
+    assert diag.data["edits"], "the fix's edits travel with the diagnostic"
+
+    actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
+    (fix,) = [a for a in actions if a.title.startswith("WF201:")]
+    assert fix.kind == types.CodeActionKind.QuickFix
+    assert fix.is_preferred
+    assert "(unsafe)" not in fix.title
+    assert list(fix.edit.changes) == [uri]
+    fixed = apply_edits(BUGGY, fix.edit.changes[uri])
+    assert "y = wp.zeros(n, dtype=float, requires_grad=True)" in fixed
+
+    await change(client, uri, 2, fixed)
+    assert diagnostics(client, uri) == []
+    assert check_sources({"fit.py": fixed}).findings == []
+
+
+@pytest.mark.asyncio
+async def test_disable_for_this_line(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    diags = diagnostics(client, uri)
+    actions = await code_actions(client, uri, diags)
+    (disable,) = [a for a in actions if a.title == "Disable WF201 for this line"]
+    suppressed = apply_edits(BUGGY, disable.edit.changes[uri])
+    assert suppressed.splitlines()[BUG_LINE] == "y = wp.zeros(n, dtype=float)  # warpfix: ignore[WF201]"
+    await change(client, uri, 2, suppressed)
+    assert diagnostics(client, uri) == []
+
+
+@pytest.mark.asyncio
+async def test_fix_all_source_action(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    actions = await code_actions(client, uri, [], only=[types.CodeActionKind.SourceFixAll])
+    (fix_all,) = actions
+    assert fix_all.kind == "source.fixAll.warpfix"
+    fixed = apply_edits(BUGGY, fix_all.edit.changes[uri])
+    await change(client, uri, 2, fixed)
+    assert diagnostics(client, uri) == []
+    # nothing left to fix: no action
+    assert await code_actions(client, uri, [], only=[types.CodeActionKind.SourceFixAll]) == []
+    # a quick-fix request does not get the source action
+    assert await code_actions(client, uri, [], only=[types.CodeActionKind.QuickFix]) == []
+
+
+@pytest.mark.asyncio
+async def test_unsafe_fix_is_offered_and_marked(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", UNSAFE)
+    (diag,) = diagnostics(client, uri)
+    assert diag.code == "WF202"
+    actions = await code_actions(client, uri, [diag])
+    (fix,) = [a for a in actions if a.title.startswith("WF202:")]
+    assert fix.title.endswith("(unsafe)")
+    assert not fix.is_preferred
+    fixed = apply_edits(UNSAFE, fix.edit.changes[uri])
+    assert "enable_backward" not in fixed
+    # the safe fix-all leaves unsafe fixes alone
+    assert await code_actions(client, uri, [], only=[types.CodeActionKind.SourceFixAll]) == []
+
+
+@pytest.mark.asyncio
+async def test_hover_shows_the_rule_doc(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=BUG_LINE, character=8),
+        )
+    )
+    assert hover is not None
+    assert hover.contents.kind == types.MarkupKind.Markdown
+    assert hover.contents.value.startswith("# WF201 missing-requires-grad")
+    assert "## Why is this bad?" in hover.contents.value
+    nothing = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=0)
+        )
+    )
+    assert nothing is None
+
+
+@pytest.mark.asyncio
+async def test_broken_file_does_not_crash_the_server(client: LanguageClient, tmp_path: Path) -> None:
+    broken = BUGGY.replace("tape = wp.Tape()", "tape = wp.Tape(")
+    uri = await open_file(client, tmp_path / "fit.py", broken)
+    (diag,) = diagnostics(client, uri)
+    assert diag.severity == types.DiagnosticSeverity.Error
+    assert "cannot check" in diag.message
+    assert diag.range.start.line in (BUG_LINE + 1, BUG_LINE + 2)
+    # no fixes, but asking does not fail
+    assert [a.title for a in await code_actions(client, uri, [diag])] == []
+    # a quick series of edits: the debounced lint publishes the last version, which is valid again
+    await change(client, uri, 2, broken + "x = (\n")
+    await change(client, uri, 3, BUGGY)
+    assert [d.code for d in diagnostics(client, uri)] == ["WF201"]
+
+
+@pytest.mark.asyncio
+async def test_closing_clears_diagnostics(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    assert diagnostics(client, uri)
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri))
+    )
+    await until(lambda: diagnostics(client, uri) == [], "cleared diagnostics")
+
+
+KERNELS = """import warp as wp
+
+
+@wp.kernel
+def damp(v: wp.array(dtype=wp.vec3), k: wp.array(dtype=float)):
+    i = wp.tid()
+    v[i] *= k[0]
+"""
+LAUNCH = """import warp as wp
+
+from kernels import damp
+
+v = wp.ones(8, dtype=wp.vec3, requires_grad=True)
+k = wp.full(1, 0.9, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(damp, dim=8, inputs=[v, k])
+"""
+
+
+@pytest.mark.asyncio
+async def test_fix_edit_covers_every_file_the_codemod_touches(client: LanguageClient, tmp_path: Path) -> None:
+    # Only the kernel's module is open; its launch site lives in a neighbour saved on disk.
+    (tmp_path / "main.py").write_text(LAUNCH)
+    uri = await open_file(client, tmp_path / "kernels.py", KERNELS)
+    (diag,) = diagnostics(client, uri)
+    assert diag.code == "WF401"
+    actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
+    (fix,) = [a for a in actions if a.title.startswith("WF401:")]
+    main_uri = (tmp_path / "main.py").as_uri()
+    assert set(fix.edit.changes) == {uri, main_uri}
+    kernels = apply_edits(KERNELS, fix.edit.changes[uri])
+    launch = apply_edits(LAUNCH, fix.edit.changes[main_uri])
+    assert "v_out: wp.array(dtype=wp.vec3)" in kernels
+    assert "inputs=[v, k, v_out]" in launch
+    result = check_sources({str(tmp_path / "kernels.py"): kernels, str(tmp_path / "main.py"): launch})
+    assert (result.findings, result.errors) == ([], [])

@@ -1,0 +1,194 @@
+"""End-to-end tests of `warpfix verify`: real Warp programs (tests/verify_programs/) under the probe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warpfix.verify import VerifyReport, run_verify
+
+PROGRAMS = Path(__file__).parent / "verify_programs"
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def verify(*cmd: str, timeout: float = 120.0) -> VerifyReport:
+    return run_verify(list(cmd), cwd=str(PROGRAMS), timeout=timeout)
+
+
+def params(report: VerifyReport) -> dict[str, tuple[str, str]]:
+    """name -> (verdict, signature) of the first backward's parameters, later backwards overriding."""
+    out: dict[str, tuple[str, str]] = {}
+    for b in report.backwards:
+        for p in b.params:
+            if out.get(p.name, ("",))[0] != "fail":
+                out[p.name] = (p.verdict, p.signature)
+    return out
+
+
+def rules(report: VerifyReport) -> set[str]:
+    return {f.rule for f in report.findings}
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ("python", "spring_ok.py"),
+        ("python", "-m", "springs.train"),
+        ("python", "per_window.py", "--hoisted"),
+        ("python", "stochastic.py"),
+    ],
+    ids=["single-file", "multi-file-module", "hoisted-window-loop", "stochastic-pinned-seed"],
+)
+def test_correct_programs_pass(cmd):
+    report = verify(*cmd)
+    assert report.error is None, report.error
+    verdicts = params(report)
+    assert verdicts and all(v == ("pass", "") for v in verdicts.values()), verdicts
+    assert not rules(report) - {"WF904"}
+    assert report.exit_code == 0
+
+
+def test_missing_requires_grad_is_all_zero():
+    report = verify("python", "-m", "springs.train", "--bug", "no-grad")
+    assert params(report)["k"] == ("fail", "all-zero")
+    assert "WF901" in rules(report)
+    assert report.exit_code == 1
+
+
+def test_stochastic_forward_bug_found_with_pinned_seed():
+    report = verify("python", "stochastic.py", "--bug")
+    assert params(report)["theta"] == ("fail", "all-zero")
+
+
+def test_in_tape_overwrite_fails_and_is_traced_to_the_writer():
+    report = verify("python", "-m", "springs.train", "--bug", "overwrite")
+    assert any(v == "fail" for v, _ in params(report).values())
+    wf902 = [f for f in report.findings if f.rule == "WF902"]
+    assert wf902 and wf902[0].path == "springs/train.py" and wf902[0].line == 24
+    assert "WF905" in rules(report)
+
+
+def test_per_window_tape_fails_across_windows_only():
+    report = verify("python", "per_window.py")
+    for window in (0, 1):  # both traced iterations show it
+        backwards = [b for b in report.backwards if b.window == window]
+        assert len(backwards) == 3
+        first = {p.name: p.verdict for p in backwards[0].params}
+        assert first["k"] == "pass"
+        later = [p for p in backwards[1].params if p.name == "k"]
+        assert later[0].verdict == "fail" and later[0].signature == "cross-window"
+    assert report.exit_code == 1
+
+
+def test_bug_dormant_at_iteration_0_is_found_in_the_next_iteration():
+    report = verify("python", "dormant_alias.py")
+    by_window = {b.window: {p.name: p.verdict for p in b.params} for b in report.backwards}
+    assert set(by_window[0].values()) == {"pass"}
+    assert by_window[1]["k"] == "fail"
+    assert {f.data["array"] for f in report.findings if f.rule == "WF902"} == {"xs[0]", "vs[0]"}
+    fixed = verify("python", "dormant_alias.py", "--fixed")
+    assert fixed.exit_code == 0 and len(fixed.backwards) == 2 and not fixed.findings
+
+
+def test_missing_tape_zero_is_wf903():
+    report = verify("python", "missing_zero.py")
+    wf903 = [f for f in report.findings if f.rule == "WF903"]
+    assert [f.data["array"] for f in wf903] == ["k"]
+    assert report.exit_code == 1
+
+
+def test_write_before_backward_is_wf902():
+    report = verify("python", "reset_before_backward.py")
+    wf902 = [f for f in report.findings if f.rule == "WF902"]
+    assert wf902 and all(f.line == 26 for f in wf902)
+    assert "fail" in {v for v, _ in params(report).values()}
+
+
+def test_wrong_custom_adjoint_is_wf804_with_factor():
+    report = verify("python", "-m", "springs.train", "--bug", "adjoint")
+    wf804 = [f for f in report.findings if f.rule == "WF804"]
+    assert len(wf804) == 1
+    assert wf804[0].path == "springs/sim.py"
+    assert wf804[0].data["function"] == "drag_bad"
+    assert wf804[0].data["factor"] == pytest.approx(2.0, rel=0.02)
+    assert report.exit_code == 1
+
+
+def test_float32_cancellation_is_unreliable_not_fail():
+    report = verify("python", "cancellation.py")
+    p = report.backwards[0].params[0]
+    assert (p.name, p.verdict) == ("gain", "unreliable")
+    assert p.reason.startswith("cancellation")
+    assert rules(report) == {"WF904"}
+    assert report.exit_code == 0
+
+
+def test_chaotic_program_is_unreliable_not_fail():
+    report = verify("python", "chaotic.py")
+    verdicts = params(report)
+    assert verdicts and all(v == "unreliable" for v, _ in verdicts.values())
+    assert all(p.reason.startswith("chaos") for b in report.backwards for p in b.params)
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("crash.py", "the program crashed: RuntimeError: simulated failure"),
+        ("no_backward.py", "the program finished without calling tape.backward(loss)"),
+        ("no_loss.py", "was called without a loss array"),
+    ],
+)
+def test_programs_that_cannot_be_verified_exit_2(script, message):
+    report = verify("python", script)
+    assert report.exit_code == 2
+    assert report.error is not None and message in report.error
+
+
+def test_hanging_program_is_killed_at_the_timeout():
+    start = time.monotonic()
+    report = verify("python", "hang.py", timeout=6.0)
+    assert time.monotonic() - start < 15.0
+    assert report.exit_code == 2
+    assert "within 6 s" in (report.error or "")
+
+
+def test_cli_json_output_and_exit_code():
+    proc = subprocess.run(
+        [sys.executable, "-m", "warpfix.verify", "--format", "json", "--", "python", "-m", "springs.train",
+         "--bug", "no-grad"],
+        cwd=PROGRAMS, capture_output=True, text=True, timeout=180,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["version"] == 1
+    b = doc["backwards"][0]
+    assert b["site"] == "springs/train.py:46"
+    assert isinstance(b["loss"], float)
+    k = next(p for p in b["params"] if p["name"] == "k")
+    assert {"name", "max_rel_err", "verdict", "signature"} <= set(k)
+    assert (k["verdict"], k["signature"]) == ("fail", "all-zero")
+    assert any(f["rule"] == "WF901" and f["path"] == "springs/train.py" for f in doc["findings"])
+
+
+
+def test_struct_parameter_and_ptr_alias_write_before_backward():
+    report = verify("python", "struct_alias.py")
+    assert params(report)["model.k"][0] == "fail"
+    wf902 = [f for f in report.findings if f.rule == "WF902"]
+    assert [(f.line, f.data["array"]) for f in wf902] == [(53, "x1")]
+    fixed = verify("python", "struct_alias.py", "--fixed")
+    assert params(fixed) == {"model.k": ("pass", ""), "x0": ("pass", "")}
+    assert fixed.exit_code == 0 and not fixed.findings
+
+
+def test_unknown_device_is_exit_2():
+    report = run_verify(["python", "spring_ok.py"], cwd=str(PROGRAMS), device="cuda:99", timeout=60)
+    assert report.exit_code == 2 and "cannot use device 'cuda:99'" in (report.error or "")

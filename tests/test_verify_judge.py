@@ -1,0 +1,154 @@
+"""Unit tests of the FD judge and the WF901 signature classifier (pure numpy, no Warp)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from warpfix.verify import judge
+from warpfix.verify.judge import StepResult, classify, judge_sample
+
+ULP32 = float(np.spacing(np.float32(1.0)))
+LADDER = (1e-1, 1e-2, 1e-3, 1e-4)
+
+
+def ladder(f, x0: float = 0.0, steps=LADDER, dtype=np.float32) -> list[StepResult]:
+    """Central-difference steps of a scalar function evaluated (and rounded) in ``dtype``."""
+    return [StepResult(t, float(dtype(f(x0 + t))), float(dtype(f(x0 - t)))) for t in steps]
+
+
+def smooth(x: float) -> float:
+    return 1.0 + 3.0 * x + 0.5 * x * x
+
+
+def test_correct_gradient_passes():
+    s = judge_sample("element", 3.0, ladder(smooth), ULP32)
+    assert s.status == judge.PASS
+    assert s.fd == pytest.approx(3.0, rel=1e-3)
+
+
+@pytest.mark.parametrize("factor", [2.0, 0.5, -1.0, 1.1])
+def test_wrong_gradient_fails(factor):
+    s = judge_sample("element", 3.0 * factor, ladder(smooth), ULP32)
+    assert s.status == judge.FAIL
+    assert s.ad / s.fd == pytest.approx(factor, rel=1e-2)
+
+
+def test_nan_gradient_with_finite_loss_fails():
+    s = judge_sample("element", float("nan"), ladder(smooth), ULP32)
+    assert s.status == judge.FAIL
+
+
+def test_non_finite_loss_is_unreliable():
+    steps = [StepResult(0.1, float("inf"), 1.0), StepResult(0.01, 1.0, 1.0)]
+    s = judge_sample("element", 1.0, steps, ULP32)
+    assert (s.status, s.reason) == (judge.UNRELIABLE, judge.NON_FINITE)
+
+
+def test_cancellation_is_unreliable_not_fail():
+    # the loss is 4e6 in float32 (ulp 0.5); a correct derivative of 20 moves it by < 2 ulp at t=0.05 ...
+    big = 4.0e6
+    ulp = float(np.spacing(np.float32(big)))
+    steps = [StepResult(t, big, big) for t in LADDER]
+    s = judge_sample("element", 200.0, steps, ulp)
+    assert (s.status, s.reason) == (judge.UNRELIABLE, judge.CANCELLATION)
+    # ... and a loss that moves by one ulp only (rounding of a float32 sum) is no better
+    steps = [StepResult(t, big + ulp, big) for t in LADDER]
+    assert judge_sample("element", 200.0, steps, ulp).reason == judge.CANCELLATION
+
+
+def test_zero_gradient_of_flat_loss_passes():
+    steps = [StepResult(t, 2.0, 2.0) for t in LADDER]
+    assert judge_sample("element", 0.0, steps, ULP32).status == judge.PASS
+
+
+def test_tiny_gradient_below_resolution_is_unreliable():
+    steps = [StepResult(t, 2.0, 2.0) for t in LADDER]
+    s = judge_sample("element", 1e-7, steps, ULP32)
+    assert (s.status, s.reason) == (judge.UNRELIABLE, judge.BELOW_RESOLUTION)
+
+
+def test_fd_inconsistent_across_steps_is_unreliable():
+    rng = np.random.default_rng(0)
+    steps = [StepResult(t, float(rng.normal()), float(rng.normal())) for t in LADDER]
+    s = judge_sample("element", 1.0, steps, ULP32)
+    assert (s.status, s.reason) == (judge.UNRELIABLE, judge.KINK_OR_CHAOS)
+
+
+def test_kink_at_large_steps_uses_the_small_steps():
+    # |x| kink at 0.05 from the expansion point: the large step crosses it, small steps do not
+    def f(x: float) -> float:
+        return 2.0 * x + 10.0 * abs(x - 0.05)
+
+    s = judge_sample("element", 2.0 - 10.0, ladder(f, steps=(1e-1, 1e-2, 1e-3), dtype=np.float64), 1e-16)
+    assert s.status == judge.PASS
+    assert s.fd == pytest.approx(-8.0)
+
+
+def test_noise_between_replays_widens_resolution():
+    steps = [StepResult(t, 1.0 + 3.0 * t + 1e-6, 1.0 - 3.0 * t) for t in (1e-2, 1e-3)]
+    assert judge_sample("element", 3.0, steps, ULP32, noise=1e-6).status == judge.PASS
+
+
+def test_early_pass_only_when_both_steps_agree_with_ad():
+    steps = ladder(smooth)[:2]
+    assert judge.early_pass(3.0, steps, ULP32)
+    assert not judge.early_pass(6.0, steps, ULP32)
+    flat = [StepResult(t, 1.0, 1.0) for t in LADDER[:2]]
+    assert not judge.early_pass(0.0, flat, ULP32)
+
+
+def sample(ad: float, fd: float, kind: str = "element", status: str | None = None) -> judge.SampleJudgement:
+    if status is None:
+        status = judge.PASS if abs(ad - fd) <= 0.02 * abs(fd) else judge.FAIL
+    return judge.SampleJudgement(kind, ad, fd, status)
+
+
+def test_classify_pass():
+    v = classify([sample(1.0, 1.0), sample(2.0, 2.01), sample(-3.0, -3.0, "direction")])
+    assert v.verdict == judge.PASS and v.signature == ""
+    assert v.ad_fd_ratio == pytest.approx(1.0, abs=0.01)
+
+
+def test_classify_all_zero():
+    v = classify([sample(0.0, 1.0), sample(0.0, 2.0), sample(0.0, -1.0, "direction")])
+    assert (v.verdict, v.signature, v.ad_fd_ratio) == (judge.FAIL, "all-zero", 0.0)
+
+
+def test_classify_constant_factor_names_the_factor():
+    v = classify([sample(2.0, 1.0), sample(4.02, 2.0), sample(-6.0, -3.0, "direction")])
+    assert v.signature == "constant factor 2x"
+    v = classify([sample(0.26, 1.0), sample(0.52, 2.0)])
+    assert v.signature.startswith("constant factor 0.26")
+
+
+def test_classify_sparse_when_some_elements_agree():
+    v = classify([sample(1.0, 1.0), sample(5.0, 2.0), sample(3.0, 3.0)])
+    assert v.signature == "sparse"
+    # every element right but a random direction wrong: a bug confined to elements not sampled
+    v = classify([sample(1.0, 1.0), sample(2.0, 2.0), sample(9.0, 3.0, "direction")])
+    assert v.signature == "sparse"
+
+
+def test_classify_dense():
+    v = classify([sample(1.5, 1.0), sample(1.0, 2.0), sample(9.0, 3.0, "direction")])
+    assert (v.verdict, v.signature) == (judge.FAIL, "dense")
+
+
+def test_classify_nan():
+    v = classify([sample(float("nan"), 1.0, status=judge.FAIL), sample(1.0, 1.0)])
+    assert v.signature == "NaN/inf"
+
+
+def test_classify_unreliable_keeps_the_reason():
+    s = judge.SampleJudgement("element", 1.0, None, judge.UNRELIABLE, judge.KINK_OR_CHAOS, "FD disagrees")
+    v = classify([s, s], chaos_hint=True)
+    assert v.verdict == judge.UNRELIABLE
+    assert v.reason.startswith(judge.CHAOS)
+    assert classify([s]).reason.startswith(judge.KINK_OR_CHAOS)
+
+
+def test_classify_unreliable_samples_do_not_hide_a_failure():
+    bad = judge.SampleJudgement("element", 1.0, None, judge.UNRELIABLE, judge.CANCELLATION)
+    v = classify([bad, sample(0.0, 2.0)])
+    assert v.verdict == judge.FAIL

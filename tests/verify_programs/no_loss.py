@@ -1,0 +1,23 @@
+"""Seeds the backward by hand (`grads=`) instead of passing a scalar loss."""
+
+import warp as wp
+
+
+@wp.kernel
+def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i]
+
+
+def main():
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(double, dim=4, inputs=[x], outputs=[y])
+    tape.backward(grads={y: wp.ones(4, dtype=float)})
+    print(x.grad.numpy())
+
+
+if __name__ == "__main__":
+    main()

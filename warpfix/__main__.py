@@ -1,0 +1,5 @@
+import sys
+
+from warpfix.cli import main
+
+sys.exit(main())

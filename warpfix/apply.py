@@ -1,0 +1,313 @@
+"""``warpfix apply``: findings -> codemods -> (optionally) FD proof -> files.
+
+Two ways to decide what is kept:
+
+* :func:`plan_fixes` keeps every fix its codemod could make (safe ones; unsafe ones with
+  ``unsafe=True``), re-checking the rewritten code and fixing again until nothing more
+  changes (bounded), so a second ``apply`` finds nothing to do.
+* :func:`check_fixes` proves each edit (DESIGN.md, "Acceptance of an edit"): the verifier
+  runs the user's entry command on the original project, the codemod rewrites a scratch
+  copy, the verifier runs on the copy, and the edit is kept only when every checked
+  backward's loss is unchanged (within float tolerance) and FD agreement is a pass.
+  Fixes that fail alone are then tried together in rule order (one bug can mask
+  another). After keeping edits the code is checked again, bounded by ``rounds``.
+
+Nothing here writes the user's files: :func:`write_changes` does, atomically, and only
+for the files of kept edits.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from warpfix.config import Config
+from warpfix.engine import CheckResult, check_paths, check_sources
+from warpfix.finding import Finding
+from warpfix.fixes import compute_edits
+from warpfix.fsutil import SourceError, SourceText, read_source, write_source
+
+LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
+LOSS_ATOL = 1e-7
+_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".warpfix_cache", ".warp-cache", "*.pyc")
+
+
+@dataclass
+class Edit:
+    """One finding's fix and what became of it."""
+
+    finding: Finding
+    kept: bool
+    reason: str
+    fd_before: dict[str, Any] | None = None
+    fd_after: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.finding.rule,
+            "path": self.finding.path,
+            "line": self.finding.line,
+            "kept": self.kept,
+            "reason": self.reason,
+            "fd_before": self.fd_before,
+            "fd_after": self.fd_after,
+        }
+
+
+@dataclass
+class ApplyResult:
+    edits: list[Edit] = field(default_factory=list)
+    originals: dict[str, str] = field(default_factory=dict)  # path -> text before (changed files only)
+    changed: dict[str, str] = field(default_factory=dict)  # path -> text after
+    remaining: list[Finding] = field(default_factory=list)  # findings of the final code
+    errors: list[str] = field(default_factory=list)  # one line each; any error means nothing is written
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "edits": [e.to_json() for e in self.edits],
+            "findings": [f.to_json() for f in self.remaining],
+        }
+
+
+@dataclass(frozen=True)
+class Selection:
+    select: Sequence[str] = ()
+    ignore: Sequence[str] = ()
+    config: Config | None = None
+    warp_version: tuple[int, ...] | None = None
+    use_cache: bool = True
+
+
+def _initial(paths: Sequence[str], sel: Selection) -> tuple[CheckResult, list[str]]:
+    result = check_paths(
+        paths, select=sel.select, ignore=sel.ignore, config=sel.config, use_cache=sel.use_cache,
+        warp_version=sel.warp_version,
+    )
+    errors = [f"{e.path}: {e.message}" for e in result.errors]
+    return result, errors
+
+
+def _recheck(sources: dict[str, str], sel: Selection) -> list[Finding]:
+    return check_sources(
+        sources, select=sel.select, ignore=sel.ignore, config=sel.config, warp_version=sel.warp_version
+    ).findings
+
+
+def _fixable(findings: Sequence[Finding], unsafe: bool) -> list[Finding]:
+    return [f for f in findings if f.fix.safety.value == "safe" or (unsafe and f.fix.safety.value == "unsafe")]
+
+
+def plan_fixes(
+    paths: Sequence[str], *, selection: Selection = Selection(), unsafe: bool = False, rounds: int = 4
+) -> ApplyResult:
+    """Compute every applicable fix without proving it; nothing is written."""
+    check, errors = _initial(paths, selection)
+    out = ApplyResult(errors=errors)
+    if errors:
+        return out
+    original = dict(check.sources)
+    current = dict(original)
+    findings = check.findings
+    reported: dict[tuple, Edit] = {}
+    for _ in range(rounds):
+        result = compute_edits(current, _fixable(findings, unsafe), unsafe=unsafe)
+        for finding, why in result.skipped:
+            reported.setdefault((finding.rule, finding.path, finding.line), Edit(finding, False, why))
+        for finding in result.applied:
+            reported[(finding.rule, finding.path, finding.line)] = Edit(finding, True, "applied")
+        if not result.new_sources:
+            break
+        current.update(result.new_sources)
+        findings = _recheck(current, selection)
+    out.edits = [e for e in reported.values() if e.kept] + [e for e in reported.values() if not e.kept]
+    out.remaining = findings
+    out.changed = {p: t for p, t in current.items() if t != original[p]}
+    out.originals = {p: original[p] for p in out.changed}
+    return out
+
+
+# ------------------------------------------------------------------------------------ --check
+def fd_summary(report: Any) -> dict[str, Any]:
+    """A compact view of a VerifyReport for tables and JSON."""
+    if report.error:
+        return {"verdict": "error", "error": report.error, "losses": []}
+    verdicts = [p.verdict for b in report.backwards for p in b.params]
+    errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
+    if not verdicts:
+        verdict = "none"
+    elif "fail" in verdicts:
+        verdict = "fail"
+    elif all(v == "pass" for v in verdicts):
+        verdict = "pass"
+    else:
+        verdict = "unreliable"
+    return {
+        "verdict": verdict,
+        "losses": [b.loss for b in report.backwards],
+        "max_rel_err": max(errs) if errs else None,
+        "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
+    }
+
+
+def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
+    """Whether an edit is proven by the verifier runs around it, and why (not)."""
+    if after["verdict"] == "error":
+        return False, f"the rewritten program could not be verified: {after['error']}"
+    lb, la = before["losses"], after["losses"]
+    if len(lb) != len(la):
+        return False, f"the edit changed the number of checked backwards ({len(lb)} -> {len(la)})"
+    for i, (a, b) in enumerate(zip(lb, la, strict=True)):
+        if a is None or b is None or not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
+            return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
+    if after["verdict"] != "pass":
+        what = {"fail": "FD still disagrees", "none": "no gradient was compared",
+                "unreliable": "FD is unreliable here"}[after["verdict"]]
+        return False, f"{what} after the edit"
+    if before["verdict"] == "pass":
+        return True, "loss unchanged; FD agreed before and after"
+    return True, "loss unchanged; FD agreement now passes"
+
+
+def _scratch_run(
+    root: str, files: dict[str, str], verify: Callable[[str], Any]
+) -> Any:
+    """Copy ``root`` to a temporary folder, overwrite ``files`` (absolute path -> text) there, verify it."""
+    with tempfile.TemporaryDirectory(prefix="warpfix-check-") as tmp:
+        scratch = os.path.join(tmp, os.path.basename(os.path.abspath(root)) or "project")
+        shutil.copytree(root, scratch, ignore=_COPY_IGNORE, symlinks=True)
+        for path, text in files.items():
+            target = os.path.join(scratch, os.path.relpath(path, root))
+            with open(target, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+        return verify(scratch)
+
+
+def check_fixes(
+    paths: Sequence[str],
+    command: Sequence[str],
+    *,
+    root: str = ".",
+    selection: Selection = Selection(),
+    unsafe: bool = False,
+    rounds: int = 3,
+    device: str | None = None,
+    timeout: float = 120.0,
+    verify: Callable[..., Any] | None = None,
+) -> ApplyResult:
+    """Prove every fix with the verifier before keeping it; nothing is written.
+
+    ``root`` is the project folder the command runs in (copied for each trial); every file
+    to fix must lie under it. ``verify`` defaults to :func:`warpfix.verify.run_verify`.
+    """
+    if verify is None:
+        from warpfix.verify import run_verify as verify
+    check, errors = _initial(paths, selection)
+    out = ApplyResult(errors=errors)
+    if errors:
+        return out
+    root = os.path.abspath(root)
+    outside = [p for p in check.sources if os.path.relpath(os.path.abspath(p), root).startswith("..")]
+    if outside:
+        out.errors.append(f"{outside[0]}: outside the project folder {root}; cannot check it")
+        return out
+
+    def run(files: dict[str, str]) -> dict[str, Any]:
+        absolute = {os.path.abspath(p): t for p, t in files.items()}
+        report = _scratch_run(root, absolute, lambda cwd: verify(list(command), cwd=cwd, device=device,
+                                                                 timeout=timeout))
+        return fd_summary(report)
+
+    original = dict(check.sources)
+    current = dict(original)
+    baseline = run({})
+    if baseline["verdict"] == "error":
+        out.errors.append(f"cannot verify the original program: {baseline['error']}")
+        return out
+
+    findings = check.findings
+    decided: set[tuple] = set()
+    for _ in range(rounds):
+        # every finding of this round refers to `start`; compute_edits maps lines through the kept fixes
+        start = dict(current)
+        kept: list[Finding] = []
+        failed: list[tuple[Finding, dict[str, Any], dict[str, Any], str]] = []
+        for finding in sorted(_fixable(findings, unsafe), key=lambda f: (f.rule, f.path, f.line)):
+            key = (finding.rule, finding.path, finding.line)
+            if key in decided:
+                continue
+            decided.add(key)
+            trial = compute_edits(start, [*kept, finding], unsafe=unsafe)
+            if not any(f is finding for f in trial.applied):
+                why = next((w for f, w in trial.skipped if f is finding), "no fix")
+                out.edits.append(Edit(finding, False, why))
+                continue
+            if len(trial.applied) != len(kept) + 1:
+                out.edits.append(Edit(finding, False, "conflicts with a fix kept before"))
+                continue
+            after = run(_changed(original, {**start, **trial.new_sources}))
+            ok, why = judge(baseline, after)
+            if ok:
+                kept.append(finding)
+                current = {**start, **trial.new_sources}
+                out.edits.append(Edit(finding, True, why, baseline, after))
+                baseline = after
+            else:
+                failed.append((finding, baseline, after, why))
+        if len(failed) > 1:  # fixes that only work together (one bug masking another), in rule order
+            together = compute_edits(start, [*kept, *(item[0] for item in failed)], unsafe=unsafe)
+            joined = [item[0] for item in failed if any(a is item[0] for a in together.applied)]
+            if len(joined) > 1 and all(any(a is k for a in together.applied) for k in kept):
+                after = run(_changed(original, {**start, **together.new_sources}))
+                ok, why = judge(baseline, after)
+                if ok:
+                    current = {**start, **together.new_sources}
+                    for finding in joined:
+                        out.edits.append(Edit(finding, True, f"{why} (only together with the others)", baseline, after))
+                    failed = [item for item in failed if not any(item[0] is f for f in joined)]
+                    kept.extend(joined)
+                    baseline = after
+        for finding, before, after, why in failed:
+            out.edits.append(Edit(finding, False, why, before, after))
+        if not kept:
+            break
+        findings = _recheck(current, selection)
+    out.remaining = _recheck(current, selection) if current != original else check.findings
+    out.changed = _changed(original, current)
+    out.originals = {p: original[p] for p in out.changed}
+    return out
+
+
+def _changed(original: dict[str, str], current: dict[str, str]) -> dict[str, str]:
+    return {p: t for p, t in current.items() if t != original.get(p)}
+
+
+# ------------------------------------------------------------------------------------ writing
+def write_changes(result: ApplyResult) -> list[str]:
+    """Write the changed files atomically; returns one-line errors (files that could not be written).
+
+    Every file is read back first and compared with the text the fixes started from, so a
+    file edited meanwhile is left alone.
+    """
+    errors: list[str] = []
+    texts: dict[str, SourceText] = {}
+    for path in result.changed:
+        try:
+            texts[path] = read_source(path)
+        except SourceError as exc:
+            errors.append(str(exc))
+            continue
+        if texts[path].text != result.originals[path]:
+            errors.append(f"{path}: changed on disk while fixing; not written")
+            del texts[path]
+    for path, src in texts.items():
+        try:
+            write_source(src, result.changed[path])
+        except SourceError as exc:
+            errors.append(str(exc))
+    return errors

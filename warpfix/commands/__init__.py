@@ -1,0 +1,1 @@
+"""One module per CLI verb: ``add_parser(subparsers)`` registers it, ``run(args)`` executes it."""

@@ -1,0 +1,39 @@
+"""``warpfix verify [--device D] [--format text|json] [--timeout S] -- CMD...``: FD-check the gradients
+of a training program's first iteration, without a harness (see warpfix/verify/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from warpfix.verify import run_verify
+from warpfix.verify.render import render_report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="compare the gradients of a program's first iteration with finite differences "
+        "(exit 0: no failure, 1: a gradient fails, 2: could not verify)",
+        description="Run CMD (e.g. `python train.py --small`) under a probe that traces its first training "
+        "iteration and checks every tape.backward(loss) against finite differences.",
+    )
+    p.add_argument("--device", default=None, help="Warp device for the program (default: Warp's default)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="kill the program after S seconds")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the program to run")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    report = run_verify(cmd, cwd=os.getcwd(), device=args.device, timeout=args.timeout)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_report(report, color=sys.stdout.isatty()))
+    return report.exit_code

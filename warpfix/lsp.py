@@ -1,0 +1,528 @@
+"""The warpfix language server (``warpfix lsp``): pygls over stdio.
+
+- Diagnostics on open and save, and on change after a short pause (debounced). Each carries
+  the rule ID as its code, a link to the rule doc where the package declares a
+  ``Documentation`` URL, the related places, and in ``data`` the fix's edits, so that a code
+  action needs no second lint (the approach of ruff's server).
+- Code actions: one quick fix per finding that has a fix (a ``WorkspaceEdit`` over every file
+  the codemod touches; unsafe fixes are offered with "(unsafe)" in the title and are never
+  preferred), "Disable WFnnn for this line" (adds ``# warpfix: ignore[WFnnn]``), and
+  ``source.fixAll.warpfix`` with every safe fix of the file.
+- Hover over a finding shows its rule's documentation.
+
+The open Python documents of the editor are checked together with the other Python files of
+their folders and the project modules they import (both read from disk), so findings and
+fixes that span files (a kernel and its launch sites) work; diagnostics are published for the
+open documents.
+Configuration is the nearest ``[tool.warpfix]``; the client may add ``select``/``ignore``
+lists as initialization options. A file that does not parse shows one error diagnostic; an
+internal error is logged to the client and never stops the server.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import io
+import os
+import re
+import tokenize
+import traceback
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import PositionCodec
+
+from warpfix import __version__
+from warpfix.config import Config, ConfigError, load_config
+from warpfix.engine import CheckResult, InputError, check_sources, read_source
+from warpfix.finding import Finding, FixSafety, Severity, Span
+from warpfix.report.base import rule_doc_url
+from warpfix.report.diff import line_hunks
+from warpfix.report.fixedits import fix_changes
+from warpfix.rules import rule_by_id
+
+SOURCE = "warpfix"
+FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
+DEBOUNCE_SECONDS = 0.3
+MAX_NEIGHBOURS = 200  # Python files read per folder of an open document
+_SEVERITY = {
+    Severity.ERROR: types.DiagnosticSeverity.Error,
+    Severity.WARNING: types.DiagnosticSeverity.Warning,
+    Severity.INFO: types.DiagnosticSeverity.Information,
+}
+_IGNORE_LIST = re.compile(r"(#\s*warpfix:\s*ignore)\[([^\]]*)\]", re.IGNORECASE)
+_BARE_IGNORE = re.compile(r"#\s*warpfix:\s*ignore(?!\[)", re.IGNORECASE)
+_converter = get_converter()
+
+
+# -- edits ------------------------------------------------------------------------------------
+
+
+def _position(lines: Sequence[str], line: int, char: int, codec: PositionCodec) -> types.Position:
+    """A 0-based (line, code point) position in the client's units."""
+    if line >= len(lines):
+        return types.Position(line=line, character=0)
+    return codec.position_to_client_units(lines, types.Position(line=line, character=char))
+
+
+def text_edits(old: str, new: str, codec: PositionCodec) -> list[types.TextEdit]:
+    """Whole-line edits that turn ``old`` into ``new``."""
+    lines = old.splitlines(keepends=True)
+    edits = []
+    for hunk in line_hunks(old, new):
+        start = types.Position(line=hunk.start, character=0)
+        if hunk.end == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            # no line after the last one: end at the end of the text
+            end = _position(lines, len(lines) - 1, len(lines[-1]), codec)
+        else:
+            end = types.Position(line=hunk.end, character=0)
+        edits.append(types.TextEdit(range=types.Range(start=start, end=end), new_text=hunk.text))
+    return edits
+
+
+def ignore_comment_edit(text: str, line: int, rule: str) -> types.TextEdit | None:
+    """The edit that adds ``rule`` to the ``# warpfix: ignore[...]`` comment of 0-based ``line``.
+
+    None when the line cannot take a comment (it ends inside a string or with a backslash
+    continuation) or already suppresses every rule.
+    """
+    lines = text.splitlines()
+    if line >= len(lines):
+        return None
+    body = lines[line]
+    comment: tokenize.TokenInfo | None = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.start[0] > line + 1:
+                break
+            if tok.type == tokenize.STRING and tok.start[0] <= line + 1 < tok.end[0]:
+                return None
+            if tok.type == tokenize.COMMENT and tok.start[0] == line + 1:
+                comment = tok
+    except (tokenize.TokenError, SyntaxError):
+        pass  # a broken file: the line's own text still decides
+    if comment is None and body.rstrip().endswith("\\"):
+        return None
+    if comment is not None:
+        if _BARE_IGNORE.search(comment.string):
+            return None
+        match = _IGNORE_LIST.search(comment.string)
+        if match:
+            ids = [i.strip() for i in match.group(2).split(",") if i.strip()]
+            if rule in (i.upper() for i in ids):
+                return None
+            start = comment.start[1] + match.start(2)
+            end = comment.start[1] + match.end(2)
+            return _edit(line, start, line, end, ", ".join([*ids, rule]))
+    end = len(body.rstrip())
+    return _edit(line, end, line, len(body), f"  # warpfix: ignore[{rule}]")
+
+
+def _edit(line: int, start: int, end_line: int, end: int, text: str) -> types.TextEdit:
+    # Columns here are code points; the caller converts them for the client.
+    return types.TextEdit(
+        range=types.Range(
+            types.Position(line=line, character=start), types.Position(line=end_line, character=end)
+        ),
+        new_text=text,
+    )
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Checked:
+    """The last lint of one document: what its diagnostics and code actions are built from."""
+
+    version: int | None
+    path: str
+    findings: list[Finding]
+    sources: dict[str, str]
+
+
+@dataclass
+class _Snapshot:
+    """The open documents at one moment (taken on the event loop, linted in the worker)."""
+
+    sources: dict[str, str]
+    versions: dict[str, int | None]  # uri -> version
+    uris: dict[str, str]  # path -> uri
+    config: Config
+    codec: PositionCodec
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+
+
+def _path_of(uri: str) -> str:
+    return uris.to_fs_path(uri) or uri
+
+
+def _uri_of(path: str, known: Mapping[str, str]) -> str:
+    return known.get(path) or uris.from_fs_path(path) or path
+
+
+class WarpfixServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(SOURCE, __version__)
+        self.checked: dict[str, _Checked] = {}
+        self.select: list[str] = []
+        self.ignore: list[str] = []
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warpfix-lint")
+
+    # -- linting ----------------------------------------------------------------------------
+    def _python_documents(self) -> dict[str, Any]:
+        return {
+            uri: doc
+            for uri, doc in self.workspace.text_documents.items()
+            if doc.language_id == "python" or uri.endswith((".py", ".pyi"))
+        }
+
+    def _config_for(self, path: str) -> Config:
+        try:
+            return load_config(path)
+        except ConfigError as exc:
+            self.log(types.MessageType.Warning, str(exc))
+            return Config()
+
+    def snapshot(self, uri: str) -> _Snapshot:
+        docs = self._python_documents()
+        path_uris = {_path_of(u): u for u in docs}
+        return _Snapshot(
+            sources={_path_of(u): d.source for u, d in docs.items()},
+            versions={u: d.version for u, d in docs.items()},
+            uris=path_uris,
+            config=self._config_for(_path_of(uri)),
+            codec=self.workspace.position_codec,
+            select=list(self.select),
+            ignore=list(self.ignore),
+        )
+
+    def log(self, kind: types.MessageType, message: str) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=f"warpfix: {message}"))
+
+    def schedule(self, uri: str, delay: float) -> None:
+        """Lint ``uri`` (and the other open documents) after ``delay`` seconds, replacing a pending lint."""
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._pending[uri] = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
+
+    async def _lint_later(self, uri: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        if uri not in self.workspace.text_documents:
+            return
+        snap = self.snapshot(uri)
+        loop = asyncio.get_running_loop()
+        try:
+            published = await loop.run_in_executor(self._worker, lint_snapshot, snap)
+        except Exception:  # a bug in a rule must not take the editor's server down
+            self.log(types.MessageType.Error, f"checking {uri} failed:\n{traceback.format_exc()}")
+            return
+        finally:
+            if self._pending.get(uri) is asyncio.current_task():
+                del self._pending[uri]
+        for doc_uri, (checked, diagnostics) in published.items():
+            current = self.workspace.text_documents.get(doc_uri)
+            if current is None or current.version != checked.version:
+                continue  # edited meanwhile: the lint scheduled by that edit publishes
+            self.checked[doc_uri] = checked
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=doc_uri, diagnostics=diagnostics, version=checked.version)
+            )
+
+    def checked_now(self, uri: str) -> _Checked | None:
+        """The lint of the document's current version, linting now when it is stale."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return None
+        checked = self.checked.get(uri)
+        if checked is None or checked.version != doc.version:
+            published = lint_snapshot(self.snapshot(uri))
+            if uri not in published:
+                return None
+            checked = published[uri][0]
+            self.checked[uri] = checked
+        return checked
+
+    # -- code actions and hover -------------------------------------------------------------
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        only = params.context.only
+        actions: list[types.CodeAction] = []
+        if _wanted(only, types.CodeActionKind.QuickFix):
+            for diagnostic in params.context.diagnostics:
+                if diagnostic.source == SOURCE and isinstance(diagnostic.data, dict):
+                    actions.extend(self._quick_fixes(uri, diagnostic))
+        if _wanted(only, FIX_ALL_KIND):
+            fix_all = self._fix_all(uri)
+            if fix_all is not None:
+                actions.append(fix_all)
+        return actions
+
+    def _quick_fixes(self, uri: str, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
+        data = diagnostic.data
+        rule = str(data.get("rule", diagnostic.code))
+        actions = []
+        edits = data.get("edits")
+        if edits:
+            unsafe = data.get("safety") == FixSafety.UNSAFE.value
+            actions.append(
+                types.CodeAction(
+                    title=f"{rule}: {data.get('fix', 'apply the fix')}" + (" (unsafe)" if unsafe else ""),
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    edit=types.WorkspaceEdit(
+                        changes={
+                            u: [_converter.structure(e, types.TextEdit) for e in es]
+                            for u, es in edits.items()
+                        }
+                    ),
+                    is_preferred=not unsafe,
+                )
+            )
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None:
+            edit = ignore_comment_edit(doc.source, diagnostic.range.start.line, rule)
+            if edit is not None:
+                lines = doc.lines
+                client = types.TextEdit(
+                    range=self.workspace.position_codec.range_to_client_units(lines, edit.range),
+                    new_text=edit.new_text,
+                )
+                actions.append(
+                    types.CodeAction(
+                        title=f"Disable {rule} for this line",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=types.WorkspaceEdit(changes={uri: [client]}),
+                    )
+                )
+        return actions
+
+    def _fix_all(self, uri: str) -> types.CodeAction | None:
+        checked = self.checked_now(uri)
+        if checked is None:
+            return None
+        safe = [f for f in checked.findings if f.fix.safety is FixSafety.SAFE]
+        changes = fix_changes(checked.sources, safe, unsafe=False) if safe else {}
+        if not changes:
+            return None
+        known = {_path_of(u): u for u in self.workspace.text_documents}
+        codec = self.workspace.position_codec
+        return types.CodeAction(
+            title="warpfix: fix all safe fixes",
+            kind=FIX_ALL_KIND,
+            edit=types.WorkspaceEdit(
+                changes={
+                    _uri_of(p, known): text_edits(old, new, codec)
+                    for p, (old, new) in sorted(changes.items())
+                }
+            ),
+        )
+
+    def hover(self, params: types.HoverParams) -> types.Hover | None:
+        checked = self.checked.get(params.text_document.uri)
+        doc = self.workspace.text_documents.get(params.text_document.uri)
+        if checked is None or doc is None or checked.version != doc.version:
+            return None
+        pos = self.workspace.position_codec.position_from_client_units(doc.lines, params.position)
+        line, char = pos.line + 1, pos.character + 1
+        docs: list[str] = []
+        hit: Span | None = None
+        for finding in checked.findings:
+            s = finding.span
+            if (s.line, s.column) <= (line, char) <= (s.end_line, max(s.end_column, s.column + 1)):
+                rule = rule_by_id(finding.rule)
+                text = rule.render_doc() if rule is not None else f"# {finding.rule} {finding.name}\n"
+                if text not in docs:
+                    docs.append(text)
+                hit = hit or s
+        if not docs or hit is None:
+            return None
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n---\n\n".join(docs)),
+            range=_range(doc.lines, hit, self.workspace.position_codec),
+        )
+
+
+def _wanted(only: Sequence[str] | None, kind: str) -> bool:
+    """Whether an action of ``kind`` matches the client's ``only`` filter (kinds are hierarchical)."""
+    if not only:
+        return True
+    return any(kind == k or kind.startswith(f"{k}.") for k in only)
+
+
+# -- lint: snapshot -> diagnostics (runs in the worker thread) ------------------------------------
+
+
+def _neighbours(paths: Sequence[str]) -> dict[str, str]:
+    """The other Python files in the open documents' folders, as saved on disk.
+
+    A fix may have to rewrite them too (a kernel's new parameter at its launch sites), and the
+    module that launches a kernel usually imports it, not the other way round.
+    """
+    out: dict[str, str] = {}
+    for folder in sorted({os.path.dirname(p) for p in paths if os.path.isabs(p)}):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))[:MAX_NEIGHBOURS]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            text, _ = read_source(path)
+            if text is not None:
+                out[path] = text
+    return out
+
+
+def lint_snapshot(snap: _Snapshot) -> dict[str, tuple[_Checked, list[types.Diagnostic]]]:
+    """Check every document of the snapshot; the diagnostics of each open document."""
+    project = {**_neighbours(list(snap.sources)), **snap.sources}
+    result: CheckResult = check_sources(
+        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True
+    )
+    sources = {**result.sources, **snap.sources}
+    by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
+    for finding in result.findings:
+        if finding.path in by_path:
+            by_path[finding.path].append(finding)
+    errors = {e.path: e for e in result.errors if e.path in by_path}
+    out = {}
+    for path, findings in by_path.items():
+        uri = snap.uris[path]
+        lines = snap.sources[path].splitlines(keepends=True)
+        diagnostics = [_diagnostic(f, lines, sources, snap) for f in findings]
+        if path in errors:
+            diagnostics.insert(0, _error_diagnostic(errors[path], snap.sources[path], snap.codec))
+        out[uri] = (_Checked(snap.versions.get(uri), path, findings, sources), diagnostics)
+    return out
+
+
+def _range(lines: Sequence[str], span: Span, codec: PositionCodec) -> types.Range:
+    start = _position(lines, span.line - 1, span.column - 1, codec)
+    end = _position(lines, span.end_line - 1, max(span.end_column - 1, 0), codec)
+    return types.Range(start=start, end=end)
+
+
+def _diagnostic(
+    finding: Finding, lines: Sequence[str], sources: Mapping[str, str], snap: _Snapshot
+) -> types.Diagnostic:
+    data: dict[str, Any] = {"rule": finding.rule, "safety": finding.fix.safety.value}
+    if finding.fix.safety is not FixSafety.NONE:
+        data["fix"] = finding.fix.description
+        changes = fix_changes(sources, [finding], unsafe=True)
+        if changes:
+            data["edits"] = {
+                _uri_of(path, snap.uris): [
+                    _converter.unstructure(e) for e in text_edits(old, new, snap.codec)
+                ]
+                for path, (old, new) in sorted(changes.items())
+            }
+    related = []
+    for span, message in finding.related:
+        other = lines if span.path == finding.path else sources.get(span.path, "").splitlines(keepends=True)
+        location = types.Location(uri=_uri_of(span.path, snap.uris), range=_range(other, span, snap.codec))
+        related.append(types.DiagnosticRelatedInformation(location=location, message=message))
+    url = rule_doc_url(finding.rule)
+    return types.Diagnostic(
+        range=_range(lines, finding.span, snap.codec),
+        severity=_SEVERITY[finding.severity],
+        code=finding.rule,
+        code_description=types.CodeDescription(href=url) if url else None,
+        source=SOURCE,
+        message=f"{finding.message} ({finding.name})",
+        related_information=related or None,
+        data=data,
+    )
+
+
+def _error_diagnostic(error: InputError, text: str, codec: PositionCodec) -> types.Diagnostic:
+    """A file warpfix cannot check: at the syntax error when there is one, else at the top."""
+    lines = text.splitlines(keepends=True)
+    line = col = 0
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        line = max((exc.lineno or 1) - 1, 0)
+        col = max((exc.offset or 1) - 1, 0)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    if line < len(lines):
+        col = min(col, len(lines[line].rstrip("\r\n")))
+    start = _position(lines, line, col, codec)
+    end = _position(lines, line, len(lines[line].rstrip("\r\n")) if line < len(lines) else 0, codec)
+    if end.character <= start.character:
+        end = types.Position(line=start.line, character=start.character + 1)
+    return types.Diagnostic(
+        range=types.Range(start=start, end=end),
+        severity=types.DiagnosticSeverity.Error,
+        source=SOURCE,
+        message=f"warpfix cannot check this file: {error.message}",
+    )
+
+
+# -- wiring -----------------------------------------------------------------------------------
+
+
+def create_server() -> WarpfixServer:
+    server = WarpfixServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: WarpfixServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict):
+            ls.select = [str(s).upper() for s in options.get("select", [])]
+            ls.ignore = [str(s).upper() for s in options.get("ignore", [])]
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: WarpfixServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: WarpfixServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, DEBOUNCE_SECONDS)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: WarpfixServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: WarpfixServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        pending = ls._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        ls.checked.pop(uri, None)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
+    )
+    def code_action(ls: WarpfixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        try:
+            return ls.code_actions(params)
+        except Exception:
+            ls.log(types.MessageType.Error, f"code actions failed:\n{traceback.format_exc()}")
+            return []
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: WarpfixServer, params: types.HoverParams) -> types.Hover | None:
+        return ls.hover(params)
+
+    return server
+
+
+def main() -> None:
+    """Serve over stdin/stdout until the client exits."""
+    create_server().start_io()

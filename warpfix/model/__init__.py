@@ -1,0 +1,90 @@
+"""The project model: parsed files, kernel facts and host traces, built once and shared by all rules."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from warpfix.model.facts import KernelDef, Trace
+from warpfix.model.host import HostInterpreter, iter_roots
+from warpfix.model.kernels import find_kernels, fold_func_calls
+from warpfix.model.source import SourceFile
+
+__all__ = ["Project", "SourceFile", "build_project", "module_name_for"]
+
+
+def module_name_for(path: str) -> str:
+    """A dotted module name for ``path`` (relative paths keep their folders: ``pkg/sim.py`` -> ``pkg.sim``)."""
+    norm = os.path.normpath(path)
+    stem = norm[:-3] if norm.endswith(".py") else norm
+    parts = [p for p in stem.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@dataclass
+class Project:
+    files: dict[str, SourceFile]
+    warp_version: tuple[int, ...] = (1, 19, 0)
+    kernels: list[KernelDef] = field(default_factory=list)
+
+    @cached_property
+    def _kernels_by_name(self) -> dict[str, list[KernelDef]]:
+        out: dict[str, list[KernelDef]] = {}
+        for k in self.kernels:
+            out.setdefault(k.name, []).append(k)
+        return out
+
+    def kernel_named(self, name: str, prefer_path: str | None = None) -> KernelDef | None:
+        cands = self._kernels_by_name.get(name, [])
+        if prefer_path is not None:
+            local = [k for k in cands if k.path == prefer_path]
+            if local:
+                return local[0]
+        return cands[0] if len(cands) == 1 else None
+
+    @cached_property
+    def traces(self) -> list[Trace]:
+        """Host traces: each file's module body, then every function or method no module body reached."""
+        by_module: dict[str, SourceFile] = {}
+        for src in self.files.values():
+            by_module.setdefault(src.module_name, src)
+            by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
+        interp = HostInterpreter(self.files, self.kernels, by_module)
+        traces: list[Trace] = []
+        # only files that launch, copy or tape anything can start a trace; others are reached by calls
+        relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
+        for src in relevant:
+            traces.append(interp.run_module(src))
+        for src in relevant:
+            for node, methods in iter_roots(src):
+                if isinstance(node, ast.ClassDef):
+                    todo = [m for m in methods if id(m) not in interp.inlined]
+                    if todo and self.kernel_for_node(node) is None:
+                        traces.append(interp.run_class(src, node, todo))
+                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None:
+                    traces.append(interp.run_function(src, node))
+        return [t for t in traces if t.events]
+
+    def kernel_for_node(self, node: object) -> KernelDef | None:
+        return self._kernel_nodes.get(id(node))
+
+    @cached_property
+    def _kernel_nodes(self) -> dict[int, KernelDef]:
+        return {id(k.node): k for k in self.kernels}
+
+
+def _has_host_effects(text: str) -> bool:
+    return any(word in text for word in ("launch", "Tape", "copy", "assign", "zero_", "fill_", "backward"))
+
+
+def build_project(files: dict[str, SourceFile], warp_version: tuple[int, ...] = (1, 19, 0)) -> Project:
+    kernels: list[KernelDef] = []
+    for src in files.values():
+        if src.warp:
+            kernels.extend(find_kernels(src))
+    fold_func_calls(kernels)
+    return Project(files, warp_version, kernels)

@@ -1,0 +1,1071 @@
+"""Abstract interpretation of host code: what happens to which array, in which order, on which tape.
+
+Every value the host code handles is a :class:`Val`: it can stand for an array (its
+:class:`Buffer` is created the first time the value is used as one), an object whose
+attributes are values, a list/dict whose items are values, a tape, a kernel, a project
+function or class, or a small integer (loop counters, so ``states[i]`` and ``states[i + 1]``
+resolve to distinct items). Attribute and item assignment mutate the shared value, so Python
+aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by construction.
+
+Project functions, methods and constructors are inlined with their arguments bound; loops
+run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into
+code outside the project are opaque: they read the arrays they receive and return fresh
+unknown values (never assumed to write: a guess there would only produce false alarms).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from warpfix.finding import Span
+from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
+from warpfix.model.source import SourceFile
+
+MAX_DEPTH = 6  # inlining depth
+MAX_EVENTS = 5000  # per root
+LOOP_UNROLL = 2
+MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
+
+_ALLOC = {"zeros", "empty", "ones", "full", "array", "from_numpy", "from_torch", "from_jax", "from_dlpack"}
+_ALLOC_LIKE = {"zeros_like", "empty_like", "ones_like", "full_like"}
+_LAUNCH = {"launch", "launch_tiled"}
+
+
+@dataclass(eq=False)
+class Val:
+    id: int
+    label: str
+    kind: str = "unknown"  # unknown | array | object | list | tape | kernel | func | class | module | int | const
+    buf: Buffer | None = None
+    attrs: dict[str, Val] = field(default_factory=dict)
+    items: dict[str, Val] = field(default_factory=dict)
+    kernel: KernelDef | None = None
+    func: tuple[SourceFile, ast.FunctionDef] | None = None
+    cls: tuple[SourceFile, ast.ClassDef] | None = None
+    module: SourceFile | None = None
+    value: object = None  # int/const payload
+    tape: int | None = None
+    factory: tuple[ast.expr, dict[str, Val], SourceFile] | None = None  # lazy list elements
+    fresh: bool = False  # produced by an allocation / constructor seen in the project
+
+
+class _Return(Exception):
+    pass
+
+
+class _Budget(Exception):
+    pass
+
+
+@dataclass
+class _Frame:
+    src: SourceFile
+    locals: dict[str, Val]
+    self_val: Val | None = None
+    returned: Val | None = None
+
+
+class HostInterpreter:
+    """Runs roots of a project symbolically and collects :class:`Trace` objects."""
+
+    def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile]):
+        self.files = files
+        self.modules = modules  # dotted module name -> file
+        self.kernels_by_file: dict[str, dict[str, KernelDef]] = {}
+        for k in kernels:
+            self.kernels_by_file.setdefault(k.path, {})[k.name] = k
+        self.kernel_nodes = {id(k.node): k for k in kernels}
+        self.ids = itertools.count(1)
+        self.globals: dict[str, dict[str, Val]] = {}
+        self.inlined: set[int] = set()  # ids of FunctionDef nodes inlined from another root
+        self.method_index: dict[str, list[tuple[SourceFile, ast.ClassDef, ast.FunctionDef]]] = {}
+        for src in files.values():
+            for node in ast.walk(src.tree):
+                if isinstance(node, ast.ClassDef):
+                    for stmt in node.body:
+                        if isinstance(stmt, ast.FunctionDef):
+                            self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
+        # per-root state
+        self.events: list[Event] = []
+        self.loops: dict[int, Loop] = {}
+        self.tapes: list[TapeScope] = []
+        self.loop_stack: list[tuple[int, int]] = []
+        self.branch_stack: list[tuple[int, int]] = []
+        self.call_stack: list[Span] = []
+        self.func_stack: list[int] = []
+
+    # ------------------------------------------------------------------ values
+    def new(self, label: str, kind: str = "unknown", **kw) -> Val:
+        return Val(next(self.ids), label, kind, **kw)
+
+    def buffer(self, v: Val) -> Buffer:
+        if v.buf is None:
+            v.buf = Buffer(v.id, v.label)
+            if v.kind == "unknown":
+                v.kind = "array"
+        return v.buf
+
+    def fresh_array(self, label: str, span: Span, alloc: str, requires_grad: bool | None, explicit: bool) -> Val:
+        v = self.new(label, "array", fresh=True)
+        v.buf = Buffer(v.id, label, span, alloc, requires_grad, explicit, fresh=True)
+        return v
+
+    def attr(self, obj: Val, name: str) -> Val:
+        child = obj.attrs.get(name)
+        if child is None:
+            if obj.kind == "module" and obj.module is not None:
+                child = self.module_global(obj.module, name)
+            elif obj.kind == "class" and obj.cls is not None:
+                child = self.class_attr(obj, name)
+            else:
+                child = self.new(f"{obj.label}.{name}")
+                if name == "grad" and obj.kind in ("array", "unknown"):
+                    child.kind = "array"
+                    child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
+            obj.attrs[name] = child
+        return child
+
+    def item(self, obj: Val, key: str) -> Val:
+        child = obj.items.get(key)
+        if child is None:
+            if obj.factory is not None:
+                expr, env, src = obj.factory
+                frame = _Frame(src, dict(env))
+                saved = self.events
+                self.events = []  # building a lazy element records nothing
+                try:
+                    child = self.eval(expr, frame)
+                except (_Return, _Budget, RecursionError):
+                    child = self.new(f"{obj.label}[{key}]")
+                self.events = saved
+                if child.kind in ("int", "const"):
+                    child = self.new(f"{obj.label}[{key}]")
+            else:
+                child = self.new(f"{obj.label}[{key}]")
+                if obj.buf is not None and key.startswith("slice:"):
+                    child.buf = Buffer(child.id, child.label, view_of=obj.buf)
+                    child.kind = "array"
+            obj.items[key] = child
+        return child
+
+    # ------------------------------------------------------------------ modules & globals
+    def module_globals(self, src: SourceFile) -> dict[str, Val]:
+        g = self.globals.get(src.path)
+        if g is None:
+            g = {}
+            self.globals[src.path] = g
+            kernels = self.kernels_by_file.get(src.path, {})
+            for stmt in src.tree.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    k = kernels.get(stmt.name)
+                    if k is not None and id(k.node) == id(stmt):
+                        g[stmt.name] = self.new(stmt.name, "kernel", kernel=k)
+                    elif isinstance(stmt, ast.FunctionDef):
+                        g[stmt.name] = self.new(stmt.name, "func", func=(src, stmt))
+                elif isinstance(stmt, ast.ClassDef):
+                    k = kernels.get(stmt.name)
+                    g[stmt.name] = self.new(stmt.name, "class" if k is None else "const", cls=(src, stmt))
+                elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+                    for t in stmt.targets:
+                        if isinstance(t, ast.Name):
+                            g[t.id] = self.new(t.id, "int" if isinstance(stmt.value.value, int) else "const",
+                                               value=stmt.value.value)
+            for mod, level, name, asname in src.project_imports:
+                target = self.resolve_module(src, mod, level)
+                if name is None:
+                    if target is not None:
+                        local = asname or mod.split(".")[0]
+                        if asname or "." not in mod:
+                            g[local] = self.new(local, "module", module=target)
+                    continue
+                if name == "*":
+                    if target is not None:
+                        g.update({k: v for k, v in self.module_globals(target).items() if not k.startswith("_")})
+                    continue
+                if target is not None:
+                    g[asname or name] = self.module_global(target, name)
+                else:
+                    sub = self.resolve_module(src, f"{mod}.{name}" if mod else name, level)
+                    if sub is not None:
+                        g[asname or name] = self.new(name, "module", module=sub)
+        return g
+
+    def module_global(self, src: SourceFile, name: str) -> Val:
+        g = self.module_globals(src)
+        v = g.get(name)
+        if v is None:
+            v = self.new(name)
+            g[name] = v
+        return v
+
+    def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
+        if level:
+            base = src.module_name.split(".")[:-level] if src.module_name else []
+            full = ".".join([*base, mod] if mod else base)
+        else:
+            full = mod
+        if full in self.modules:
+            return self.modules[full]
+        # the same module named from a sibling folder (scripts importing their neighbours)
+        candidates = [f for name, f in self.modules.items() if name.endswith("." + full) or name == full]
+        return candidates[0] if len(candidates) == 1 else None
+
+    def class_attr(self, cls_val: Val, name: str) -> Val:
+        assert cls_val.cls is not None
+        src, node = cls_val.cls
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+                return self.new(name, "func", func=(src, stmt))
+        return self.new(f"{cls_val.label}.{name}")
+
+    # ------------------------------------------------------------------ events
+    def emit(self, kind: EventKind, node: ast.AST, src: SourceFile, **kw) -> Event:
+        if len(self.events) >= MAX_EVENTS:
+            raise _Budget
+        ev = Event(
+            kind,
+            src.span(node),
+            node,
+            tapes=tuple(self.tapes),
+            loops=tuple(self.loop_stack),
+            call_stack=tuple(self.call_stack),
+            branches=tuple(self.branch_stack),
+            **kw,
+        )
+        self.events.append(ev)
+        return ev
+
+    # ------------------------------------------------------------------ roots
+    def run_module(self, src: SourceFile) -> Trace:
+        self.reset()
+        frame = _Frame(src, self.module_globals(src))
+        self.block(src.tree.body, frame, module_level=True)
+        return Trace(f"{src.path}:<module>", src.path, self.events, self.loops)
+
+    def run_function(self, src: SourceFile, fn: ast.FunctionDef) -> Trace:
+        """A top-level function no module body reached: its parameters are unknown values."""
+        self.reset()
+        frame = _Frame(src, {})
+        self.bind_unknown_params(fn, frame, skip_self=False)
+        self.run_body(fn, frame)
+        return Trace(f"{src.path}:{fn.name}", src.path, self.events, self.loops)
+
+    def run_class(self, src: SourceFile, cls: ast.ClassDef, methods: list[ast.FunctionDef]) -> Trace:
+        """``__init__`` once, then each method no module body reached, on one shared ``self``."""
+        self.reset()
+        self_val = self.new("self", "object", cls=(src, cls))
+        init = _find_method(cls, "__init__")
+        if init is not None:
+            try:
+                self.inline(src, init, [self_val], {}, init, bound_self=True)
+            except _Budget:
+                return Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)
+        for fn in methods:
+            frame = _Frame(src, {}, self_val=self_val)
+            if not _is_static(fn) and (fn.args.posonlyargs or fn.args.args):
+                first = (fn.args.posonlyargs or fn.args.args)[0].arg
+                frame.locals[first] = self_val
+            self.bind_unknown_params(fn, frame, skip_self=not _is_static(fn))
+            if not self.run_body(fn, frame):
+                break
+        return Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)
+
+    def bind_unknown_params(self, fn: ast.FunctionDef, frame: _Frame, skip_self: bool) -> None:
+        args = fn.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        for a in params[1:] if skip_self and params else params:
+            frame.locals[a.arg] = self.new(a.arg)
+        if args.vararg:
+            frame.locals[args.vararg.arg] = self.new(args.vararg.arg, "list")
+        if args.kwarg:
+            frame.locals[args.kwarg.arg] = self.new(args.kwarg.arg)
+
+    def run_body(self, fn: ast.FunctionDef, frame: _Frame) -> bool:
+        """Run a root body; False when the event budget ran out."""
+        self.func_stack.append(id(fn))
+        try:
+            self.block(fn.body, frame)
+        except _Return:
+            pass
+        except _Budget:
+            return False
+        finally:
+            self.func_stack.pop()
+        return True
+
+    def reset(self) -> None:
+        self.events = []
+        self.loops = {}
+        self.tapes = []
+        self.loop_stack = []
+        self.branch_stack = []
+        self.call_stack = []
+        self.func_stack = []
+        self.globals = {}
+
+    # ------------------------------------------------------------------ statements
+    def block(self, body: list[ast.stmt], frame: _Frame, module_level: bool = False) -> None:
+        for stmt in body:
+            try:
+                self.stmt(stmt, frame, module_level)
+            except _Return:
+                raise
+            except _Budget:
+                raise
+            except RecursionError:
+                raise _Budget from None
+
+    def stmt(self, s: ast.stmt, frame: _Frame, module_level: bool = False) -> None:
+        src = frame.src
+        if isinstance(s, ast.Assign):
+            value = self.eval(s.value, frame)
+            for t in s.targets:
+                self.assign(t, value, s.value, frame, s)
+        elif isinstance(s, ast.AnnAssign):
+            if s.value is not None:
+                self.assign(s.target, self.eval(s.value, frame), s.value, frame, s)
+        elif isinstance(s, ast.AugAssign):
+            cur = self.eval(s.target, frame)
+            rhs = self.eval(s.value, frame)
+            if cur.kind == "int" and rhs.kind == "int":
+                new = _binop(s.op, cur.value, rhs.value)
+                if new is not None:
+                    self.assign(s.target, self.new(_text(s.target), "int", value=new), s.value, frame, s)
+        elif isinstance(s, ast.Expr):
+            self.eval(s.value, frame)
+        elif isinstance(s, ast.Return):
+            frame.returned = self.eval(s.value, frame) if s.value is not None else self.new("None", "const")
+            raise _Return
+        elif isinstance(s, ast.If):
+            if module_level and _is_main_guard(s.test):
+                self.block(s.body, frame, module_level)
+                return
+            self.eval(s.test, frame)
+            if_id = next(self.ids)
+            for arm, body in ((0, s.body), (1, s.orelse)):
+                if not body:
+                    continue
+                self.branch_stack.append((if_id, arm))
+                try:
+                    self.block(body, frame, module_level)
+                except _Return:
+                    if arm == 1 or not s.orelse:
+                        self.branch_stack.pop()
+                        raise
+                finally:
+                    if self.branch_stack and self.branch_stack[-1] == (if_id, arm):
+                        self.branch_stack.pop()
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.for_loop(s, frame, module_level)
+        elif isinstance(s, ast.While):
+            self.while_loop(s, frame, module_level)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            self.with_stmt(s, frame, module_level)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.block(s.body, frame, module_level)
+            self.block(s.orelse, frame, module_level)
+            self.block(s.finalbody, frame, module_level)
+        elif isinstance(s, ast.FunctionDef):
+            if module_level:
+                return
+            k = self.kernels_by_file.get(src.path, {}).get(s.name)
+            if k is not None and id(k.node) == id(s):
+                frame.locals[s.name] = self.new(s.name, "kernel", kernel=k)
+            else:
+                frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
+        elif isinstance(s, ast.ClassDef):
+            if not module_level:
+                frame.locals[s.name] = self.new(s.name, "class", cls=(src, s))
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            if not module_level:
+                self.local_import(s, frame)
+        elif isinstance(s, ast.Delete):
+            return
+
+    def local_import(self, s: ast.Import | ast.ImportFrom, frame: _Frame) -> None:
+        if isinstance(s, ast.ImportFrom):
+            if s.module and s.module.split(".")[0] == "warp" and s.level == 0:
+                return
+            target = self.resolve_module(frame.src, s.module or "", s.level)
+            for alias in s.names:
+                if target is not None and alias.name != "*":
+                    frame.locals[alias.asname or alias.name] = self.module_global(target, alias.name)
+
+    def assign(self, target: ast.expr, value: Val, value_node: ast.expr, frame: _Frame, stmt: ast.stmt) -> None:
+        src = frame.src
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
+                values = [value.items.get(str(i)) or self.item(value, str(i)) for i in range(len(elts))]
+                arrays = [v for v in values if v.buf is not None or v.kind in ("array", "object", "unknown")]
+                if len(arrays) >= 2 and all(
+                    isinstance(e, (ast.Name, ast.Attribute, ast.Subscript)) for e in value_node.elts
+                ):
+                    self.emit(
+                        "swap",
+                        stmt,
+                        src,
+                        reads=[self.buffer(v) for v in values],
+                        detail={"targets": [_text(e) for e in elts],
+                                "sources": [_text(e) for e in value_node.elts]},
+                    )
+                for e, v in zip(elts, values, strict=True):
+                    self.bind(e, v, frame)
+            else:
+                for i, e in enumerate(elts):
+                    if isinstance(e, ast.Starred):
+                        self.bind(e.value, self.new(_text(e.value), "list"), frame)
+                    else:
+                        self.bind(e, self.item(value, str(i)), frame)
+            return
+        if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(
+            value_node, (ast.Name, ast.Attribute, ast.Subscript)
+        ) and value.kind in ("array", "object", "unknown") and not value.fresh:
+            self.emit(
+                "rebind",
+                stmt,
+                src,
+                reads=[self.buffer(value)],
+                names={value.id: _text(value_node)},
+                detail={"target": _text(target), "source": _text(value_node)},
+            )
+        if isinstance(target, ast.Attribute) and target.attr == "retain_grad" and _truthy(value_node):
+            obj = self.eval(target.value, frame)
+            buf = self.buffer(obj)
+            buf.retain_grad = src.span(stmt)
+            self.emit("retain_grad", stmt, src, reads=[buf], names={buf.id: _text(target.value)})
+        if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
+            obj = self.eval(target.value, frame)
+            if isinstance(value_node, ast.Constant) and isinstance(value_node.value, bool):
+                buf = self.buffer(obj)
+                buf.requires_grad = value_node.value
+                buf.requires_grad_explicit = True
+            return
+        if value.fresh and value.buf is not None and isinstance(target, (ast.Name, ast.Attribute)):
+            if value.buf.label == value.label:
+                value.buf.label = value.label = _text(target)
+        if isinstance(target, ast.Subscript):
+            base = self.eval(target.value, frame)
+            if base.kind == "array" or (base.buf is not None and base.kind != "list"):
+                # host write into an array's data (x.numpy()[i] = ...) is modelled at .numpy()
+                return
+        self.bind(target, value, frame)
+
+    def bind(self, target: ast.expr, value: Val, frame: _Frame) -> None:
+        if isinstance(target, ast.Name):
+            frame.locals[target.id] = value
+        elif isinstance(target, ast.Attribute):
+            obj = self.eval(target.value, frame)
+            obj.attrs[target.attr] = value
+        elif isinstance(target, ast.Subscript):
+            obj = self.eval(target.value, frame)
+            obj.items[self.index_key(target.slice, frame)] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, e in enumerate(target.elts):
+                self.bind(e, self.item(value, str(i)), frame)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, value, frame)
+
+    def for_loop(self, s: ast.For | ast.AsyncFor, frame: _Frame, module_level: bool) -> None:
+        src = frame.src
+        it = self.eval(s.iter, frame)
+        start, step = 0, 1
+        is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
+        if is_range:
+            args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
+            if len(args) >= 2 and args[0].kind == "int":
+                start = args[0].value  # type: ignore[assignment]
+            if len(args) == 3 and args[2].kind == "int":
+                step = args[2].value  # type: ignore[assignment]
+        loop_id = next(self.ids)
+        n_before = len(self.events)
+        var = s.target.id if isinstance(s.target, ast.Name) else None
+        for k in range(self.unroll_count()):
+            if is_range:
+                v = self.new(var or "_", "int", value=start + k * step)
+            elif isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "enumerate":
+                inner = self.eval(s.iter.args[0], frame) if s.iter.args else self.new("?")
+                v = self.new("enum", "list")
+                v.items["0"] = self.new("i", "int", value=k)
+                v.items["1"] = self.item(inner, str(k)) if inner.kind == "list" else self.new(f"{inner.label}[{k}]")
+            elif it.kind == "list":
+                v = self.item(it, str(k))
+            else:
+                v = self.new(f"{_text(s.target)}#{k}")
+            self.bind(s.target, v, frame)
+            self.loop_stack.append((loop_id, k))
+            try:
+                self.block(s.body, frame, module_level)
+            finally:
+                self.loop_stack.pop()
+        self.block(s.orelse, frame, module_level)
+        self.record_loop(loop_id, s, src, var, n_before)
+
+    def while_loop(self, s: ast.While, frame: _Frame, module_level: bool) -> None:
+        loop_id = next(self.ids)
+        n_before = len(self.events)
+        for k in range(self.unroll_count()):
+            self.eval(s.test, frame)
+            self.loop_stack.append((loop_id, k))
+            try:
+                self.block(s.body, frame, module_level)
+            finally:
+                self.loop_stack.pop()
+        self.record_loop(loop_id, s, frame.src, None, n_before)
+
+    def unroll_count(self) -> int:
+        return LOOP_UNROLL if len(self.loop_stack) < MAX_UNROLLED_LOOPS else 1
+
+    def record_loop(self, loop_id: int, node: ast.For | ast.AsyncFor | ast.While, src: SourceFile,
+                    var: str | None, n_before: int) -> None:
+        inside = self.events[n_before:]
+        self.loops[loop_id] = Loop(
+            loop_id,
+            src.span(node),
+            node,  # type: ignore[arg-type]
+            var,
+            contains_backward=any(e.kind == "backward" for e in inside),
+            contains_tape=any(e.kind == "tape_begin" for e in inside),
+        )
+
+    def with_stmt(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> None:
+        src = frame.src
+        scopes: list[TapeScope] = []
+        for item in s.items:
+            v = self.eval(item.context_expr, frame)
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, v, frame)
+            if v.kind == "tape" and v.tape is not None:
+                scope = TapeScope(v.tape, next(self.ids), src.span(s))
+                self.emit("tape_begin", s, src, tape=v.tape, scope=scope)
+                self.tapes.append(scope)
+                scopes.append(scope)
+        try:
+            self.block(s.body, frame, module_level)
+        finally:
+            for scope in reversed(scopes):
+                self.tapes.remove(scope)
+                end_node = s.body[-1] if s.body else s
+                self.emit("tape_end", end_node, src, tape=scope.tape, scope=scope)
+
+    # ------------------------------------------------------------------ expressions
+    def index_key(self, sl: ast.expr, frame: _Frame) -> str:
+        if isinstance(sl, ast.Slice):
+            return "slice:" + _text(sl)
+        v = self.eval(sl, frame)
+        if v.kind in ("int", "const") and isinstance(v.value, (int, str)):
+            return str(v.value)
+        if isinstance(sl, ast.Tuple):
+            return ",".join(self.index_key(e, frame) for e in sl.elts)
+        return "expr:" + _text(sl)
+
+    def eval(self, e: ast.expr | None, frame: _Frame) -> Val:
+        if e is None:
+            return self.new("None", "const")
+        src = frame.src
+        if isinstance(e, ast.Constant):
+            return self.new(repr(e.value), "int" if isinstance(e.value, int) and not isinstance(e.value, bool)
+                            else "const", value=e.value)
+        if isinstance(e, ast.Name):
+            v = frame.locals.get(e.id)
+            if v is None:
+                g = self.module_globals(src)
+                v = g.get(e.id)
+                if v is None:
+                    v = self.new(e.id)
+                    g[e.id] = v
+            return v
+        if isinstance(e, ast.Attribute):
+            if src.warp_name(e) is not None:
+                return self.new(_text(e), "const")
+            owner = self.eval(e.value, frame)
+            v = self.attr(owner, e.attr)
+            if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
+                self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
+                          detail={"owner": _text(e.value)})
+            return v
+        if isinstance(e, ast.Subscript):
+            base = self.eval(e.value, frame)
+            return self.item(base, self.index_key(e.slice, frame))
+        if isinstance(e, ast.Call):
+            return self.call(e, frame)
+        if isinstance(e, (ast.List, ast.Tuple)):
+            v = self.new("list", "list")
+            i = 0
+            for elt in e.elts:
+                if isinstance(elt, ast.Starred):
+                    self.eval(elt.value, frame)
+                    continue
+                v.items[str(i)] = self.eval(elt, frame)
+                i += 1
+            return v
+        if isinstance(e, ast.ListComp):
+            v = self.new("list", "list")
+            v.factory = (e.elt, {**frame.locals}, src)
+            for gen in e.generators:
+                self.eval(gen.iter, frame)
+            return v
+        if isinstance(e, ast.Dict):
+            v = self.new("dict", "list")
+            for k, val in zip(e.keys, e.values, strict=True):
+                key = ast.literal_eval(k) if isinstance(k, ast.Constant) else None
+                vv = self.eval(val, frame)
+                if key is not None:
+                    v.items[str(key)] = vv
+            return v
+        if isinstance(e, ast.BinOp):
+            left, right = self.eval(e.left, frame), self.eval(e.right, frame)
+            if left.kind == "int" and right.kind == "int":
+                r = _binop(e.op, left.value, right.value)
+                if r is not None:
+                    return self.new(_text(e), "int", value=r)
+            if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
+                v = self.new("list", "list")
+                only = left.items["0"]
+                v.factory = None
+                v.items = _SameItem(only)  # type: ignore[assignment]
+                return v
+            return self.new(_text(e))
+        if isinstance(e, ast.UnaryOp):
+            operand = self.eval(e.operand, frame)
+            if isinstance(e.op, ast.USub) and operand.kind == "int":
+                return self.new(_text(e), "int", value=-operand.value)  # type: ignore[operator]
+            return self.new(_text(e))
+        if isinstance(e, ast.IfExp):
+            self.eval(e.test, frame)
+            a = self.eval(e.body, frame)
+            self.eval(e.orelse, frame)
+            return a
+        if isinstance(e, (ast.BoolOp, ast.Compare, ast.JoinedStr, ast.Lambda, ast.GeneratorExp, ast.SetComp,
+                          ast.DictComp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom, ast.FormattedValue)):
+            for child in ast.iter_child_nodes(e):
+                if isinstance(child, ast.expr) and not isinstance(e, (ast.Lambda, ast.GeneratorExp)):
+                    self.eval(child, frame)
+            return self.new(_text(e)[:40])
+        if isinstance(e, ast.NamedExpr):
+            v = self.eval(e.value, frame)
+            self.bind(e.target, v, frame)
+            return v
+        if isinstance(e, ast.Starred):
+            return self.eval(e.value, frame)
+        return self.new(type(e).__name__)
+
+    # ------------------------------------------------------------------ calls
+    def call(self, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        wn = src.warp_name(e.func)
+        if wn is not None:
+            return self.warp_call(wn.rpartition(".")[2], e, frame)
+        if isinstance(e.func, ast.Attribute):
+            return self.method_call(e, frame)
+        callee = self.eval(e.func, frame)
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        if callee.kind == "func" and callee.func is not None:
+            fsrc, fn = callee.func
+            return self.inline(fsrc, fn, args, kwargs, e, caller_src=src)
+        if callee.kind == "class" and callee.cls is not None:
+            return self.construct(callee, args, kwargs, e, src)
+        return self.opaque_call(e, args, kwargs, src)
+
+    def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
+        arrays = [v for v in [*args, *kwargs.values()] if v.buf is not None]
+        if arrays:
+            self.emit("call", e, src, reads=[v.buf for v in arrays if v.buf is not None],
+                      detail={"callee": _callee_name(e.func)})
+        return self.new(_callee_name(e.func) + "()")
+
+    def construct(self, cls_val: Val, args: list[Val], kwargs: dict[str, Val], e: ast.Call,
+                  src: SourceFile) -> Val:
+        assert cls_val.cls is not None
+        csrc, cnode = cls_val.cls
+        obj = self.new(cls_val.label + "()", "object", cls=cls_val.cls, fresh=True)
+        init = next((s for s in cnode.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if init is not None:
+            self.inline(csrc, init, [obj, *args], kwargs, e, caller_src=src, bound_self=True)
+        return obj
+
+    def method_call(self, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        assert isinstance(e.func, ast.Attribute)
+        name = e.func.attr
+        recv_node = e.func.value
+        # x.grad.zero_() / x.grad.fill_()
+        if name in ("zero_", "fill_", "assign") and isinstance(recv_node, ast.Attribute) and recv_node.attr == "grad":
+            owner = self.eval(recv_node.value, frame)
+            grad = self.attr(owner, "grad")
+            args = [self.eval(a, frame) for a in e.args]
+            reads = [self.buffer(a) for a in args if a.buf is not None]
+            self.emit("grad_zero", e, src, writes=[self.buffer(grad)], reads=reads,
+                      names={grad.id: _text(recv_node)}, detail={"owner": self.buffer(owner).id,
+                                                                       "method": name})
+            return self.new("None", "const")
+        recv = self.eval(recv_node, frame)
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        recv_name = _text(recv_node)
+        if recv.kind == "tape" and recv.tape is not None:
+            kind = {"backward": "backward", "zero": "tape_zero", "reset": "tape_reset"}.get(name)
+            if kind is not None:
+                reads = []
+                names = {}
+                loss = e.args[0] if e.args else next((k.value for k in e.keywords if k.arg == "loss"), None)
+                grads = next((k.value for k in e.keywords if k.arg == "grads"), None)
+                if loss is not None:
+                    lv = self.eval(loss, frame)
+                    reads.append(self.buffer(lv))
+                    names[lv.id] = _text(loss)
+                self.emit(kind, e, src, tape=recv.tape, reads=reads, names=names,  # type: ignore[arg-type]
+                          detail={"loss": _text(loss) if loss is not None else None,
+                                  "grads": grads is not None, "tape_name": recv_name})
+            return self.new(f"{recv_name}.{name}()")
+        if name in ("zero_", "fill_") and recv.kind not in ("list", "tape", "object", "class", "module"):
+            buf = self.buffer(recv)
+            self.emit("zero" if name == "zero_" else "fill", e, src, writes=[buf], names={buf.id: recv_name})
+            return self.new("None", "const")
+        if name == "assign" and args and recv.kind not in ("list", "tape", "class", "module"):
+            buf = self.buffer(recv)
+            srcs = [self.buffer(a) for a in args[:1] if a.kind not in ("int", "const")]
+            names = {buf.id: recv_name}
+            if srcs:
+                names[srcs[0].id] = _text(e.args[0])
+            self.emit("assign", e, src, writes=[buf], reads=srcs, names=names)
+            return self.new("None", "const")
+        if name == "numpy" and recv.buf is not None:
+            v = self.new(f"{recv_name}.numpy()")
+            v.attrs["__host_of__"] = recv
+            return v
+        if name == "append" and recv.kind == "list" and args:
+            recv.items[str(len(recv.items))] = args[0]
+            return self.new("None", "const")
+        # project method
+        if recv.kind == "object" and recv.cls is not None:
+            csrc, cnode = recv.cls
+            fn = _find_method(cnode, name)
+            if fn is not None:
+                return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
+        if recv.kind == "class" and recv.cls is not None:
+            csrc, cnode = recv.cls
+            fn = _find_method(cnode, name)
+            if fn is not None:
+                return self.inline(csrc, fn, args, kwargs, e, caller_src=src)
+        if recv.kind == "module" and recv.module is not None:
+            target = self.attr(recv, name)
+            if target.kind == "func" and target.func is not None:
+                return self.inline(target.func[0], target.func[1], args, kwargs, e, caller_src=src)
+            if target.kind == "class" and target.cls is not None:
+                return self.construct(target, args, kwargs, e, src)
+            return self.opaque_call(e, args, kwargs, src)
+        if recv.kind == "unknown" and not recv.attrs.get(name):
+            candidates = self.method_index.get(name, [])
+            if len(candidates) == 1 and not name.startswith("__") and recv.buf is None:
+                csrc, cnode, fn = candidates[0]
+                recv.kind = "object"
+                recv.cls = (csrc, cnode)
+                return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
+        if recv.kind == "func" and recv.func is not None:
+            return self.opaque_call(e, args, kwargs, src)
+        return self.opaque_call(e, args, kwargs, src)
+
+    def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
+               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
+        if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH:
+            return self.new(fn.name + "()")
+        self.inlined.add(id(fn))
+        frame = _Frame(fsrc, {})
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        defaults = fn.args.defaults
+        n_no_default = len(params) - len(defaults)
+        for i, p in enumerate(params):
+            if i < len(args):
+                frame.locals[p.arg] = args[i]
+            elif p.arg in kwargs:
+                frame.locals[p.arg] = kwargs[p.arg]
+            elif i >= n_no_default:
+                frame.locals[p.arg] = self.eval(defaults[i - n_no_default], _Frame(fsrc, {}))
+            else:
+                frame.locals[p.arg] = self.new(p.arg)
+        for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+            frame.locals[p.arg] = kwargs.get(p.arg) or (self.eval(d, _Frame(fsrc, {})) if d else self.new(p.arg))
+        if fn.args.vararg:
+            rest = self.new(fn.args.vararg.arg, "list")
+            for j, a in enumerate(args[len(params):]):
+                rest.items[str(j)] = a
+            frame.locals[fn.args.vararg.arg] = rest
+        if fn.args.kwarg:
+            frame.locals[fn.args.kwarg.arg] = self.new(fn.args.kwarg.arg)
+        if bound_self and args:
+            frame.self_val = args[0]
+        self.func_stack.append(id(fn))
+        self.call_stack.append((caller_src or fsrc).span(site))
+        try:
+            self.block(fn.body, frame)
+        except _Return:
+            pass
+        finally:
+            self.func_stack.pop()
+            self.call_stack.pop()
+        return frame.returned or self.new(fn.name + "()")
+
+    # ------------------------------------------------------------------ warp API
+    def warp_call(self, name: str, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        kw = {k.arg: k.value for k in e.keywords if k.arg}
+        if name == "Tape":
+            return self.new("tape", "tape", tape=next(self.ids), fresh=True)
+        if name in _LAUNCH:
+            return self.launch(e, frame)
+        if name in _ALLOC or name in _ALLOC_LIKE or name == "clone":
+            return self.allocation(name, e, frame)
+        if name == "copy":
+            args = [self.eval(a, frame) for a in e.args]
+            dst = args[0] if args else (self.eval(kw["dest"], frame) if "dest" in kw else None)
+            srcv = args[1] if len(args) > 1 else (self.eval(kw["src"], frame) if "src" in kw else None)
+            if dst is not None and srcv is not None:
+                db, sb = self.buffer(dst), self.buffer(srcv)
+                dn = _text(e.args[0]) if e.args else _text(kw["dest"])
+                sn = _text(e.args[1]) if len(e.args) > 1 else _text(kw["src"])
+                self.emit("copy", e, src, writes=[db], reads=[sb], names={db.id: dn, sb.id: sn})
+            return self.new("None", "const")
+        for a in e.args:
+            self.eval(a, frame)
+        for k in e.keywords:
+            self.eval(k.value, frame)
+        return self.new(f"wp.{name}()", "const" if name in ("constant", "vec3", "vec2", "float32") else "unknown")
+
+    def allocation(self, name: str, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        kw = {k.arg: k.value for k in e.keywords if k.arg}
+        args = [self.eval(a, frame) for a in e.args]
+        for k in e.keywords:
+            if k.arg not in ("requires_grad",):
+                self.eval(k.value, frame)
+        rg_node = kw.get("requires_grad")
+        explicit = rg_node is not None
+        rg: bool | None
+        if isinstance(rg_node, ast.Constant) and isinstance(rg_node.value, bool):
+            rg = rg_node.value
+        elif rg_node is not None:
+            rg = None
+        else:
+            rg = False
+        source: Val | None = None
+        if name in _ALLOC_LIKE or name == "clone":
+            source = args[0] if args else (self.eval(kw["src"], frame) if "src" in kw else None)
+            if source is not None and not explicit:
+                rg = source.buf.requires_grad if source.buf is not None else None
+        label = _label_of(e)
+        v = self.fresh_array(label, src.span(e), name, rg, explicit)
+        if name == "array" and "ptr" in kw:
+            ptr = kw["ptr"]
+            if isinstance(ptr, ast.Attribute) and ptr.attr == "ptr":
+                base = self.eval(ptr.value, frame)
+                assert v.buf is not None
+                v.buf.view_of = self.buffer(base)
+                v.buf.fresh = False
+        assert v.buf is not None
+        reads = [self.buffer(source)] if name == "clone" and source is not None else []
+        names: dict[int, str] = {}
+        if reads and source is not None:
+            names[source.id] = _text(e.args[0] if e.args else kw["src"])
+        self.emit("clone" if name == "clone" else "alloc", e, src, writes=[v.buf], reads=reads, names=names,
+                  detail={"alloc": name})
+        return v
+
+    def launch(self, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        kw = {k.arg: k.value for k in e.keywords if k.arg}
+        kernel_node = e.args[0] if e.args else kw.get("kernel")
+        kernel_val = self.eval(kernel_node, frame) if kernel_node is not None else None
+        kernel = kernel_val.kernel if kernel_val is not None else None
+        in_node = e.args[2] if len(e.args) > 2 else kw.get("inputs")
+        out_node = e.args[3] if len(e.args) > 3 else kw.get("outputs")
+        for k in ("dim", "device", "stream"):
+            if k in kw:
+                self.eval(kw[k], frame)
+        arg_nodes: list[ast.expr] = []
+        n_inputs = 0
+        for group_i, group in enumerate((in_node, out_node)):
+            if group is None:
+                continue
+            if isinstance(group, (ast.List, ast.Tuple)):
+                elts = list(group.elts)
+            else:
+                elts = []
+                self.eval(group, frame)
+            arg_nodes.extend(elts)
+            if group_i == 0:
+                n_inputs = len(elts)
+        arg_vals = [self.eval(a, frame) for a in arg_nodes]
+        ev_reads: list[Buffer] = []
+        ev_writes: list[Buffer] = []
+        ev_accums: list[Buffer] = []
+        names: dict[int, str] = {}
+        binding: dict[str, Buffer] = {}
+        arg_map: dict[str, ast.expr] = {}
+
+        def add(lst: list[Buffer], b: Buffer) -> None:
+            if all(x.id != b.id for x in lst):
+                lst.append(b)
+
+        if kernel is not None:
+            params = kernel.positional
+            for pname, node, val in zip(params, arg_nodes, arg_vals, strict=False):
+                arg_map[pname] = node
+                facts = kernel.params[pname]
+                if facts.is_array and val.kind not in ("int", "const"):
+                    b = self.buffer(val)
+                    binding[pname] = b
+                    names[b.id] = _text(node)
+                    if facts.read:
+                        add(ev_reads, b)
+                    if facts.written:
+                        add(ev_writes, b)
+                    if facts.accumulated:
+                        add(ev_accums, b)
+                # struct fields reached through this parameter
+                for fkey, ffacts in kernel.params.items():
+                    if not fkey.startswith(pname + ".") or val.kind in ("int", "const"):
+                        continue
+                    field_name = fkey.split(".", 1)[1]
+                    fv = self.attr(val, field_name)
+                    fb = self.buffer(fv)
+                    binding[fkey] = fb
+                    names[fb.id] = f"{_text(node)}.{field_name}"
+                    if ffacts.read:
+                        add(ev_reads, fb)
+                    if ffacts.written:
+                        add(ev_writes, fb)
+                    if ffacts.accumulated:
+                        add(ev_accums, fb)
+        else:
+            for i, (node, val) in enumerate(zip(arg_nodes, arg_vals, strict=True)):
+                if val.kind in ("int", "const"):
+                    continue
+                b = self.buffer(val)
+                names[b.id] = _text(node)
+                if i < n_inputs:
+                    add(ev_reads, b)
+                else:
+                    add(ev_writes, b)
+        self.emit(
+            "launch",
+            e,
+            src,
+            reads=ev_reads,
+            writes=ev_writes,
+            accums=ev_accums,
+            names=names,
+            kernel=kernel,
+            binding=binding,
+            arg_nodes=arg_map,
+            detail={"kernel": _text(kernel_node) if kernel_node is not None else "?",
+                    "n_inputs": n_inputs},
+        )
+        return self.new("None", "const")
+
+
+class _SameItem(dict):
+    """Items of ``[x] * n``: every index is the same object."""
+
+    def __init__(self, only: Val) -> None:
+        super().__init__()
+        self.only = only
+
+    def get(self, key, default=None):  # type: ignore[override]
+        return self.only
+
+    def __getitem__(self, key):  # type: ignore[override]
+        return self.only
+
+    def __setitem__(self, key, value) -> None:  # rebinding one element breaks the sharing
+        super().__setitem__(key, value)
+
+
+def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return stmt
+    return None
+
+
+def _is_static(fn: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in fn.decorator_list)
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def _truthy(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and bool(node.value)
+
+
+_TEXT: dict[int, tuple[ast.AST, str]] = {}
+
+
+def _text(node: ast.AST) -> str:
+    """``ast.unparse`` with a cache per node (names are asked for many times per site)."""
+    hit = _TEXT.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if isinstance(node, ast.Name):
+        text = node.id
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        text = f"{node.value.id}.{node.attr}"
+    else:
+        text = ast.unparse(node)
+    if len(_TEXT) > 200_000:
+        _TEXT.clear()
+    _TEXT[id(node)] = (node, text)
+    return text
+
+
+def _callee_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return f"{_callee_name(func.value)}.{func.attr}"
+    return type(func).__name__
+
+
+def _label_of(e: ast.Call) -> str:
+    return _text(e)[:60]
+
+
+def _binop(op: ast.operator, a: object, b: object) -> int | None:
+    if not (isinstance(a, int) and isinstance(b, int)):
+        return None
+    try:
+        if isinstance(op, ast.Add):
+            return a + b
+        if isinstance(op, ast.Sub):
+            return a - b
+        if isinstance(op, ast.Mult):
+            return a * b
+        if isinstance(op, ast.FloorDiv):
+            return a // b
+        if isinstance(op, ast.Mod):
+            return a % b
+    except ZeroDivisionError:
+        return None
+    return None
+
+
+def iter_roots(src: SourceFile) -> Iterator[tuple[ast.FunctionDef | ast.ClassDef, list[ast.FunctionDef]]]:
+    """Top-level functions, and top-level classes with their methods: candidate roots."""
+    for stmt in src.tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            yield stmt, []
+        elif isinstance(stmt, ast.ClassDef):
+            yield stmt, [sub for sub in stmt.body if isinstance(sub, ast.FunctionDef) and sub.name != "__init__"]

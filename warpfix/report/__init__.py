@@ -1,0 +1,66 @@
+"""Output formats: text (rich), json, sarif, github annotations; unified diffs in ``diff``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from warpfix.report.base import CheckResultLike, InputErrorLike, fix_marker, rule_doc_url
+from warpfix.report.diff import render_diff, unified_diff
+from warpfix.report.github import render_github
+from warpfix.report.json_out import render_json
+from warpfix.report.sarif import render_sarif
+from warpfix.report.text import render_text
+
+__all__ = [
+    "FORMATS",
+    "CheckResultLike",
+    "InputErrorLike",
+    "fix_marker",
+    "render",
+    "render_diff",
+    "rule_doc_url",
+    "unified_diff",
+]
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def render(
+    fmt: str,
+    result: CheckResultLike,
+    *,
+    warp_version: str,
+    sources: Mapping[str, str] | None = None,
+    color: bool = False,
+    root: str | Path | None = None,
+) -> str:
+    """Render a check result in one of :data:`FORMATS` and return the text to print.
+
+    - ``text``: one block per finding (``path:line:col: WFnnn [*] message``, the source line
+      with the span underlined, notes and the fix), then a summary; ``color`` adds ANSI styles.
+    - ``json``: ``{"version": 1, "warp_version": ..., "findings": [...], "errors": [...],
+      "files_checked": N}``.
+    - ``sarif``: a SARIF 2.1.0 log with every rule's doc, one result per finding and the
+      fix's replacements; URIs relative to ``root`` (default: the current directory).
+    - ``github``: one ``::error``/``::warning``/``::notice`` workflow command per finding.
+
+    ``sources`` maps paths to file contents (the checked files): the text format shows
+    lines from it and SARIF computes fixes from it; files missing from it are read from disk.
+    ``warp_version`` is the installed Warp version as a string ("1.19.0").
+    """
+    findings = list(result.findings)
+    errors = list(result.errors)
+    if fmt == "text":
+        return render_text(
+            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color
+        )
+    if fmt == "json":
+        return render_json(
+            findings, warp_version=warp_version, errors=errors, files_checked=result.files_checked
+        )
+    if fmt == "sarif":
+        return render_sarif(findings, warp_version=warp_version, errors=errors, sources=sources, root=root)
+    if fmt == "github":
+        return render_github(findings, errors=errors)
+    raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -1,0 +1,146 @@
+"""The result of `warpfix verify`: per-backward verdicts plus findings, as objects and as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
+
+JSON_VERSION = 1
+
+#: rule -> (name, severity, fix description) for the findings verify emits.
+RULE_INFO: dict[str, tuple[str, Severity, str]] = {
+    "WF901": ("gradient-mismatch", Severity.ERROR, "find the taping bug with `warpfix check`; the signature says which kind"),
+    "WF902": ("mutated-after-record", Severity.ERROR, "move the write after tape.backward(), or write into a fresh array"),
+    "WF903": ("accumulated-grad", Severity.ERROR, "call tape.zero() (or zero the .grad) before the next backward"),
+    "WF904": ("fd-unreliable", Severity.INFO, "verify this gradient another way (smaller problem, float64, fixed seed)"),
+    "WF905": ("tracker-warning", Severity.WARNING, "give the overwritten array its own memory on the tape"),
+    "WF804": ("adjoint-mismatch", Severity.ERROR, "fix the adjoint math of the @wp.func_grad"),
+}
+
+
+@dataclass
+class ParamResult:
+    """The comparison for one leaf parameter at one backward."""
+
+    name: str
+    verdict: str  # "pass" | "fail" | "unreliable"
+    signature: str  # WF901 signature ("" when passing), e.g. "constant factor 2x"
+    max_rel_err: float | None
+    ad_fd_ratio: float | None
+    reason: str = ""  # why FD is unreliable (WF904), or extra detail
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "max_rel_err": self.max_rel_err,
+            "ad_fd_ratio": self.ad_fd_ratio,
+            "verdict": self.verdict,
+            "signature": self.signature,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class BackwardResult:
+    """One `tape.backward(loss)` call of the traced window."""
+
+    site: str  # "train.py:51" (path relative to cwd)
+    loss: float | None
+    params: list[ParamResult] = field(default_factory=list)
+    note: str = ""  # why this backward could not be compared, when it could not
+    window: int = 0  # 0: the first training iteration, 1: the next one
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "site": self.site,
+            "loss": self.loss,
+            "window": self.window,
+            "params": [p.to_json() for p in self.params],
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class VerifyReport:
+    """What `run_verify` returns.
+
+    ``exit_code``: 0 when no comparison failed (pass or unreliable), 1 when any parameter
+    failed or an error-severity finding was raised, 2 when the program could not be verified
+    (crash, timeout, no backward, a backward without a loss) — ``error`` then says why.
+    """
+
+    backwards: list[BackwardResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    stopped: str = ""  # why the probe stopped tracing: "window-end", "cap", "program-exit", ...
+    program_output: str = ""  # tail of the program's stdout/stderr, for error reports
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        if any(p.verdict == "fail" for b in self.backwards for p in b.params):
+            return 1
+        if any(f.severity is Severity.ERROR for f in self.findings):
+            return 1
+        return 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": JSON_VERSION,
+            "backwards": [b.to_json() for b in self.backwards],
+            "findings": [f.to_json() for f in sorted(self.findings, key=Finding.sort_key)],
+            "exit_code": self.exit_code,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.stopped:
+            out["stopped"] = self.stopped
+        return out
+
+
+def make_finding(rule: str, path: str, line: int, message: str, data: dict[str, Any] | None = None) -> Finding:
+    """Build a verify finding located at the start of a source line."""
+    name, severity, fix = RULE_INFO[rule]
+    span = Span(path=path, line=line, column=1, end_line=line, end_column=1)
+    return Finding(
+        rule=rule,
+        name=name,
+        severity=severity,
+        span=span,
+        message=message,
+        fix=Fix(FixSafety.NONE, fix),
+        data=data or {},
+    )
+
+
+def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
+    """Turn the probe's JSON payload into a report."""
+    backwards = [
+        BackwardResult(
+            site=b["site"],
+            loss=b.get("loss"),
+            params=[
+                ParamResult(
+                    name=p["name"],
+                    verdict=p["verdict"],
+                    signature=p.get("signature", ""),
+                    max_rel_err=p.get("max_rel_err"),
+                    ad_fd_ratio=p.get("ad_fd_ratio"),
+                    reason=p.get("reason", ""),
+                )
+                for p in b.get("params", [])
+            ],
+            note=b.get("note", ""),
+            window=b.get("window", 0),
+        )
+        for b in raw.get("backwards", [])
+    ]
+    findings = [
+        make_finding(f["rule"], f["path"], int(f["line"]), f["message"], f.get("data")) for f in raw.get("findings", [])
+    ]
+    return VerifyReport(backwards=backwards, findings=findings, error=raw.get("error"), stopped=raw.get("stopped", ""))
