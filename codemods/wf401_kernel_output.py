@@ -201,24 +201,24 @@ class KernelOutput(FindingCommand):
             if name.value != self.kernel:
                 continue
             holder = self.parent(name)
-            if isinstance(holder, cst.Attribute) and holder.attr is name:
-                holder_parent = self.parent(holder)
-                if isinstance(holder_parent, (cst.Attribute, cst.ImportFrom)):
-                    continue
-                use = holder
-            else:
-                use = name
-            where = self.parent(use)
-            if isinstance(where, (cst.FunctionDef, cst.ImportAlias, cst.Attribute)):
-                continue
-            arg = where if isinstance(where, cst.Arg) else None
-            call = self.parent(arg) if arg is not None else None
-            if not (isinstance(call, cst.Call) and _launch_kernel(call) is use):
+            if isinstance(holder, cst.Arg) and holder.keyword is name:
+                continue  # `kernel=` keyword
+            if isinstance(holder, (cst.Param, cst.FunctionDef, cst.ImportAlias, cst.AsName, cst.ClassDef)):
+                continue  # a definition or import of the name
+            is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
+            use = holder if is_attribute else name
+            arg = self.parent(use)
+            call = self.parent(arg) if isinstance(arg, cst.Arg) else None
+            if isinstance(call, cst.Call) and _launch_kernel(call) is use:
+                func = self.enclosing(call, cst.FunctionDef)
+                if not is_attribute and func is not None and self.kernel in {p.name.value for p in func.params.params}:
+                    raise self.not_applicable(f"{func.name.value}() launches a parameter named {self.kernel}")
+                self._plan_launch(call)
+                count += 1
+            elif not is_attribute:  # another object's attribute of that name (`wp.kernel`) is no use of it
                 raise self.not_applicable(
                     f"{self.kernel} is used at line {self.pos(name).start.line} other than as a launched kernel"
                 )
-            self._plan_launch(call)
-            count += 1
         if count == 0:
             if self.in_target_file():
                 return

@@ -221,3 +221,19 @@ class TestMoveAcrossBackward(CodemodTest):
             tape.backward(loss)
         """
         self.assertCodemod(code, code, line=1, tape="other", expected_skip=True)
+
+
+class TestFreshOutputAtLaunch(CodemodTest):
+    TRANSFORM = FreshOutput
+
+    def test_modulo_indexed_buffers(self) -> None:
+        before = """
+            for i in range(steps):
+                wp.launch(step, dim=n, inputs=[states[i % 2]], outputs=[states[(i + 1) % 2]])
+        """
+        after = """
+            for i in range(steps):
+                states[(i + 1) % 2] = wp.empty_like(states[(i + 1) % 2])
+                wp.launch(step, dim=n, inputs=[states[i % 2]], outputs=[states[(i + 1) % 2]])
+        """
+        self.assertCodemod(before, after, line=2, arg="states[(i + 1) % 2]")

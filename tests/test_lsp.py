@@ -55,22 +55,17 @@ UNSAFE = BUGGY.replace("@wp.kernel\ndef scale", "@wp.kernel(enable_backward=Fals
 )
 
 TIMEOUT = 60.0
-
-
-@pytest_lsp.fixture(
-    config=ClientServerConfig(
-        server_command=[sys.executable, "-m", "warpfix", "lsp"],
-        server_env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        },
-    ),
+SERVER = ClientServerConfig(
+    server_command=[sys.executable, "-m", "warpfix", "lsp"],
+    server_env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
 )
+
+
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(
         types.InitializeParams(
             capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
-            root_uri=None,
         )
     )
     yield
@@ -304,3 +299,61 @@ async def test_fix_edit_covers_every_file_the_codemod_touches(client: LanguageCl
     assert "inputs=[v, k, v_out]" in launch
     result = check_sources({str(tmp_path / "kernels.py"): kernels, str(tmp_path / "main.py"): launch})
     assert (result.findings, result.errors) == ([], [])
+
+
+@pytest.mark.asyncio
+async def test_pyproject_per_file_ignores_apply(client: LanguageClient, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.warpfix.per-file-ignores]\n"experiments/*.py" = ["WF201"]\n'
+    )
+    (tmp_path / "experiments").mkdir()
+    ignored = await open_file(client, tmp_path / "experiments" / "fit.py", BUGGY)
+    checked = await open_file(client, tmp_path / "fit.py", BUGGY)
+    assert diagnostics(client, ignored) == []
+    assert [d.code for d in diagnostics(client, checked)] == ["WF201"]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client_ignoring_wf2(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("neovim"),
+            initialization_options={"ignore": ["wf2"]},
+        )
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio
+async def test_initialization_options_select_rules(
+    client_ignoring_wf2: LanguageClient, tmp_path: Path
+) -> None:
+    uri = await open_file(client_ignoring_wf2, tmp_path / "fit.py", BUGGY)
+    assert diagnostics(client_ignoring_wf2, uri) == []
+
+
+@pytest.mark.asyncio
+async def test_no_fix_from_a_stale_diagnostic(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    (stale,) = diagnostics(client, uri)
+    # The edit reaches the server before the request; the diagnostic's edits were made for version 1.
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text="# moved\n" + BUGGY)],
+        )
+    )
+    titles = [a.title for a in await code_actions(client, uri, [stale], only=[types.CodeActionKind.QuickFix])]
+    assert titles == ["Disable WF201 for this line"]
+
+
+@pytest.mark.asyncio
+async def test_saving_checks_again(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    client.diagnostics.pop(uri)
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri))
+    )
+    await until(lambda: diagnostics(client, uri) is not None, "diagnostics after save")
+    assert [d.code for d in diagnostics(client, uri)] == ["WF201"]

@@ -172,3 +172,30 @@ def test_requires_grad_inherited_by_like_and_clone() -> None:
     assert bufs["b"].requires_grad is True and bufs["c"].requires_grad is True
     assert bufs["d"].requires_grad is False and bufs["e"].requires_grad is False
     assert bufs["v"].view_of is bufs["a"]
+
+
+def test_negative_index_rebind_and_trip_counts() -> None:
+    code = """
+    import warp as wp
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        y[0] = x[0]
+
+    def main():
+        states = [wp.zeros(1) for _ in range(3)]
+        tape = wp.Tape()
+        for w in range(1):
+            with tape:
+                wp.launch(f, 1, inputs=[states[0]], outputs=[states[1]])
+                wp.launch(f, 1, inputs=[states[1]], outputs=[states[-1]], record_tape=False)
+            states[0] = states[-1]
+    """
+    pr = project(m=code)
+    trace = next(t for t in pr.traces if t.root == "m.py:main")
+    launches = [e for e in trace.events if e.kind == "launch"]
+    assert len(launches) == 2  # range(1) runs once
+    assert launches[0].recorded and not launches[1].recorded
+    rebind = next(e for e in trace.events if e.kind == "rebind")
+    assert rebind.detail == {"target": "states[0]", "source": "states[-1]"}
+    assert rebind.reads[0].id == launches[1].writes[0].id  # states[-1] is states[2]

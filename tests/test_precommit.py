@@ -70,10 +70,7 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
 }
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
-]
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -152,6 +149,8 @@ def _try_repo(hook_repo: Path, hook: str, project: Path, env: dict[str, str]) ->
     )
 
 
+@pytest.mark.slow
+@needs_git
 def test_fix_hook_fixes_the_staged_file_and_fails_then_passes(
     hook_repo: Path, dependencies: Path, tmp_path: Path
 ) -> None:
@@ -171,6 +170,8 @@ def test_fix_hook_fixes_the_staged_file_and_fails_then_passes(
     assert (project / "fit.py").read_text() == fixed
 
 
+@pytest.mark.slow
+@needs_git
 def test_check_hook_reports_and_does_not_modify(hook_repo: Path, dependencies: Path, tmp_path: Path) -> None:
     project = _project(tmp_path)
     env = _env(tmp_path, dependencies)
@@ -186,3 +187,19 @@ def test_check_hook_reports_and_does_not_modify(hook_repo: Path, dependencies: P
     _git(project, "add", "fit.py")
     clean = _try_repo(hook_repo, "warpfix-check", project, env)
     assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_manifest_is_valid_and_defines_both_hooks() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    from pre_commit.clientlib import load_manifest
+
+    hooks = {hook["id"]: hook for hook in load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
+    assert set(hooks) == {"warpfix", "warpfix-check"}
+    assert hooks["warpfix"]["entry"] == "warpfix apply"
+    assert hooks["warpfix-check"]["entry"] == "warpfix check"
+    assert all(h["require_serial"] and h["types"] == ["python"] for h in hooks.values())

@@ -216,3 +216,16 @@ def test_check_command_writes_a_valid_log(tmp_path, monkeypatch, capsys, validat
     (wf202,) = [r for r in results if r["ruleId"] == "WF202"]
     assert wf202["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "sim.py"
     assert "unsafe" in wf202["fixes"][0]["description"]["text"]
+
+
+def test_a_failing_codemod_costs_the_fix_not_the_log(tmp_path, monkeypatch, validator) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("codemod bug")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sarif_module, "fix_changes", broken)
+    log = sarif_log([_wf702()], warp_version="1.19.0", sources={"pkg/sim.py": SOURCE})
+    validator.validate(log)
+    (result,) = log["runs"][0]["results"]
+    assert result["ruleId"] == "WF702"
+    assert "fixes" not in result

@@ -122,6 +122,10 @@ def test_classify_constant_factor_names_the_factor():
     assert v.signature.startswith("constant factor 0.26")
 
 
+def test_classify_one_sample_is_not_a_constant_factor():
+    assert classify([sample(2.0, 1.0)]).signature == "dense"
+
+
 def test_classify_sparse_when_some_elements_agree():
     v = classify([sample(1.0, 1.0), sample(5.0, 2.0), sample(3.0, 3.0)])
     assert v.signature == "sparse"

@@ -139,9 +139,10 @@ def fd_summary(report: Any) -> dict[str, Any]:
         return {"verdict": "error", "error": report.error, "losses": []}
     verdicts = [p.verdict for b in report.backwards for p in b.params]
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
+    runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
     if not verdicts:
         verdict = "none"
-    elif "fail" in verdicts:
+    elif "fail" in verdicts or runtime:
         verdict = "fail"
     elif all(v == "pass" for v in verdicts):
         verdict = "pass"
@@ -152,6 +153,7 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "losses": [b.loss for b in report.backwards],
         "max_rel_err": max(errs) if errs else None,
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
+        "runtime_findings": runtime,
     }
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import io
 import os
 import re
@@ -31,6 +32,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lsprotocol import types
@@ -91,7 +93,7 @@ def ignore_comment_edit(text: str, line: int, rule: str) -> types.TextEdit | Non
     """The edit that adds ``rule`` to the ``# warpfix: ignore[...]`` comment of 0-based ``line``.
 
     None when the line cannot take a comment (it ends inside a string or with a backslash
-    continuation) or already suppresses every rule.
+    continuation) or already suppresses the rule.
     """
     lines = text.splitlines()
     if line >= len(lines):
@@ -116,23 +118,19 @@ def ignore_comment_edit(text: str, line: int, rule: str) -> types.TextEdit | Non
         match = _IGNORE_LIST.search(comment.string)
         if match:
             ids = [i.strip() for i in match.group(2).split(",") if i.strip()]
-            if rule in (i.upper() for i in ids):
+            if any(rule.startswith(i.upper()) for i in ids):  # IDs or prefixes, as suppression reads them
                 return None
             start = comment.start[1] + match.start(2)
             end = comment.start[1] + match.end(2)
-            return _edit(line, start, line, end, ", ".join([*ids, rule]))
+            return _edit(line, start, end, ", ".join([*ids, rule]))
     end = len(body.rstrip())
-    return _edit(line, end, line, len(body), f"  # warpfix: ignore[{rule}]")
+    return _edit(line, end, len(body), f"  # warpfix: ignore[{rule}]")
 
 
-def _edit(line: int, start: int, end_line: int, end: int, text: str) -> types.TextEdit:
+def _edit(line: int, start: int, end: int, text: str) -> types.TextEdit:
     # Columns here are code points; the caller converts them for the client.
-    return types.TextEdit(
-        range=types.Range(
-            types.Position(line=line, character=start), types.Position(line=end_line, character=end)
-        ),
-        new_text=text,
-    )
+    span = types.Range(types.Position(line=line, character=start), types.Position(line=line, character=end))
+    return types.TextEdit(range=span, new_text=text)
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -143,7 +141,6 @@ class _Checked:
     """The last lint of one document: what its diagnostics and code actions are built from."""
 
     version: int | None
-    path: str
     findings: list[Finding]
     sources: dict[str, str]
 
@@ -159,6 +156,18 @@ class _Snapshot:
     codec: PositionCodec
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
+
+
+def _anchored(config: Config) -> Config:
+    """``per-file-ignores`` patterns also anchored at the pyproject's folder (documents have absolute paths)."""
+    if config.path is None or not config.per_file_ignores:
+        return config
+    base = os.path.dirname(config.path)
+    patterns = dict(config.per_file_ignores)
+    for pattern, ids in config.per_file_ignores.items():
+        if not os.path.isabs(pattern):
+            patterns[os.path.join(base, pattern)] = ids
+    return dataclasses.replace(config, per_file_ignores=patterns)
 
 
 def _path_of(uri: str) -> str:
@@ -188,10 +197,11 @@ class WarpfixServer(LanguageServer):
 
     def _config_for(self, path: str) -> Config:
         try:
-            return load_config(path)
+            config = load_config(path)
         except ConfigError as exc:
             self.log(types.MessageType.Warning, str(exc))
             return Config()
+        return _anchored(config)
 
     def snapshot(self, uri: str) -> _Snapshot:
         docs = self._python_documents()
@@ -231,7 +241,9 @@ class WarpfixServer(LanguageServer):
         finally:
             if self._pending.get(uri) is asyncio.current_task():
                 del self._pending[uri]
-        for doc_uri, (checked, diagnostics) in published.items():
+        for problem in published.problems:
+            self.log(types.MessageType.Error, problem)
+        for doc_uri, (checked, diagnostics) in published.documents.items():
             current = self.workspace.text_documents.get(doc_uri)
             if current is None or current.version != checked.version:
                 continue  # edited meanwhile: the lint scheduled by that edit publishes
@@ -240,22 +252,23 @@ class WarpfixServer(LanguageServer):
                 types.PublishDiagnosticsParams(uri=doc_uri, diagnostics=diagnostics, version=checked.version)
             )
 
-    def checked_now(self, uri: str) -> _Checked | None:
-        """The lint of the document's current version, linting now when it is stale."""
+    async def checked_now(self, uri: str) -> _Checked | None:
+        """The lint of the document's current version, linting now (in the worker) when it is stale."""
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             return None
         checked = self.checked.get(uri)
         if checked is None or checked.version != doc.version:
-            published = lint_snapshot(self.snapshot(uri))
-            if uri not in published:
+            loop = asyncio.get_running_loop()
+            published = await loop.run_in_executor(self._worker, lint_snapshot, self.snapshot(uri))
+            if uri not in published.documents:
                 return None
-            checked = published[uri][0]
+            checked = published.documents[uri][0]
             self.checked[uri] = checked
         return checked
 
     # -- code actions and hover -------------------------------------------------------------
-    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         only = params.context.only
         actions: list[types.CodeAction] = []
@@ -264,7 +277,7 @@ class WarpfixServer(LanguageServer):
                 if diagnostic.source == SOURCE and isinstance(diagnostic.data, dict):
                     actions.extend(self._quick_fixes(uri, diagnostic))
         if _wanted(only, FIX_ALL_KIND):
-            fix_all = self._fix_all(uri)
+            fix_all = await self._fix_all(uri)
             if fix_all is not None:
                 actions.append(fix_all)
         return actions
@@ -273,8 +286,11 @@ class WarpfixServer(LanguageServer):
         data = diagnostic.data
         rule = str(data.get("rule", diagnostic.code))
         actions = []
+        doc = self.workspace.text_documents.get(uri)
         edits = data.get("edits")
-        if edits:
+        # Edits computed for an older version of the document would land in the wrong place;
+        # the lint of the current version publishes fresh ones.
+        if edits and doc is not None and data.get("version") == doc.version:
             unsafe = data.get("safety") == FixSafety.UNSAFE.value
             actions.append(
                 types.CodeAction(
@@ -290,7 +306,6 @@ class WarpfixServer(LanguageServer):
                     is_preferred=not unsafe,
                 )
             )
-        doc = self.workspace.text_documents.get(uri)
         if doc is not None:
             edit = ignore_comment_edit(doc.source, diagnostic.range.start.line, rule)
             if edit is not None:
@@ -309,12 +324,17 @@ class WarpfixServer(LanguageServer):
                 )
         return actions
 
-    def _fix_all(self, uri: str) -> types.CodeAction | None:
-        checked = self.checked_now(uri)
+    async def _fix_all(self, uri: str) -> types.CodeAction | None:
+        checked = await self.checked_now(uri)
         if checked is None:
             return None
         safe = [f for f in checked.findings if f.fix.safety is FixSafety.SAFE]
-        changes = fix_changes(checked.sources, safe, unsafe=False) if safe else {}
+        if not safe:
+            return None
+        loop = asyncio.get_running_loop()
+        changes = await loop.run_in_executor(
+            self._worker, partial(fix_changes, checked.sources, safe, unsafe=False)
+        )
         if not changes:
             return None
         known = {_path_of(u): u for u in self.workspace.text_documents}
@@ -385,7 +405,15 @@ def _neighbours(paths: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def lint_snapshot(snap: _Snapshot) -> dict[str, tuple[_Checked, list[types.Diagnostic]]]:
+@dataclass
+class _Lint:
+    """What one lint produced: per open document its state and diagnostics, and what to log."""
+
+    documents: dict[str, tuple[_Checked, list[types.Diagnostic]]]
+    problems: list[str]
+
+
+def lint_snapshot(snap: _Snapshot) -> _Lint:
     """Check every document of the snapshot; the diagnostics of each open document."""
     project = {**_neighbours(list(snap.sources)), **snap.sources}
     result: CheckResult = check_sources(
@@ -397,14 +425,16 @@ def lint_snapshot(snap: _Snapshot) -> dict[str, tuple[_Checked, list[types.Diagn
         if finding.path in by_path:
             by_path[finding.path].append(finding)
     errors = {e.path: e for e in result.errors if e.path in by_path}
-    out = {}
+    out = _Lint({}, [])
     for path, findings in by_path.items():
         uri = snap.uris[path]
         lines = snap.sources[path].splitlines(keepends=True)
-        diagnostics = [_diagnostic(f, lines, sources, snap) for f in findings]
+        diagnostics = [
+            _diagnostic(f, lines, sources, snap, snap.versions.get(uri), out.problems) for f in findings
+        ]
         if path in errors:
             diagnostics.insert(0, _error_diagnostic(errors[path], snap.sources[path], snap.codec))
-        out[uri] = (_Checked(snap.versions.get(uri), path, findings, sources), diagnostics)
+        out.documents[uri] = (_Checked(snap.versions.get(uri), findings, sources), diagnostics)
     return out
 
 
@@ -415,12 +445,23 @@ def _range(lines: Sequence[str], span: Span, codec: PositionCodec) -> types.Rang
 
 
 def _diagnostic(
-    finding: Finding, lines: Sequence[str], sources: Mapping[str, str], snap: _Snapshot
+    finding: Finding,
+    lines: Sequence[str],
+    sources: Mapping[str, str],
+    snap: _Snapshot,
+    version: int | None,
+    problems: list[str],
 ) -> types.Diagnostic:
-    data: dict[str, Any] = {"rule": finding.rule, "safety": finding.fix.safety.value}
+    data: dict[str, Any] = {"rule": finding.rule, "safety": finding.fix.safety.value, "version": version}
     if finding.fix.safety is not FixSafety.NONE:
         data["fix"] = finding.fix.description
-        changes = fix_changes(sources, [finding], unsafe=True)
+        try:
+            changes = fix_changes(sources, [finding], unsafe=True)
+        except Exception:  # a codemod bug costs this quick fix, not the diagnostics
+            problems.append(
+                f"fix of {finding.rule} at {finding.path}:{finding.line} failed:\n{traceback.format_exc()}"
+            )
+            changes = {}
         if changes:
             data["edits"] = {
                 _uri_of(path, snap.uris): [
@@ -509,9 +550,9 @@ def create_server() -> WarpfixServer:
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
     )
-    def code_action(ls: WarpfixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_action(ls: WarpfixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
-            return ls.code_actions(params)
+            return await ls.code_actions(params)
         except Exception:
             ls.log(types.MessageType.Error, f"code actions failed:\n{traceback.format_exc()}")
             return []

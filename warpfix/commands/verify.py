@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from warpfix.config import ConfigError, load_config
 from warpfix.verify import run_verify
 from warpfix.verify.render import render_report
 
@@ -20,10 +21,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run CMD (e.g. `python train.py --small`) under a probe that traces its first training "
         "iteration and checks every tape.backward(loss) against finite differences.",
     )
-    p.add_argument("--device", default=None, help="Warp device for the program (default: Warp's default)")
+    p.add_argument("--device", default=None, help="Warp device (default: [tool.warpfix] device, else Warp's default)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="kill the program after S seconds")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the program to run")
+    p.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
+        help="the program to run (default: [tool.warpfix] entry, run from its pyproject.toml folder)",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -31,7 +35,15 @@ def run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
-    report = run_verify(cmd, cwd=os.getcwd(), device=args.device, timeout=args.timeout)
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        print(f"warpfix verify: {exc}", file=sys.stderr)
+        return 2
+    cwd = os.getcwd()
+    if not cmd and config.entry and config.path:
+        cmd, cwd = config.entry, os.path.dirname(config.path)
+    report = run_verify(cmd, cwd=cwd, device=args.device or config.device, timeout=args.timeout)
     if args.format == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:

@@ -26,6 +26,7 @@ from warpfix.model.source import SourceFile
 
 MAX_DEPTH = 6  # inlining depth
 MAX_EVENTS = 5000  # per root
+MAX_STEPS = 8000  # statements executed per root
 LOOP_UNROLL = 2
 MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 
@@ -50,6 +51,7 @@ class Val:
     tape: int | None = None
     factory: tuple[ast.expr, dict[str, Val], SourceFile] | None = None  # lazy list elements
     fresh: bool = False  # produced by an allocation / constructor seen in the project
+    length: int | None = None  # lists whose length is known (literals, appends, range(N) comprehensions)
 
 
 class _Return(Exception):
@@ -88,7 +90,9 @@ class HostInterpreter:
                     for stmt in node.body:
                         if isinstance(stmt, ast.FunctionDef):
                             self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
+        self.effectful = _effectful_functions(files)
         # per-root state
+        self.steps = 0
         self.events: list[Event] = []
         self.loops: dict[int, Loop] = {}
         self.tapes: list[TapeScope] = []
@@ -129,6 +133,7 @@ class HostInterpreter:
         return child
 
     def item(self, obj: Val, key: str) -> Val:
+        key = _normalise_index(obj, key)
         child = obj.items.get(key)
         if child is None:
             if obj.factory is not None:
@@ -242,7 +247,10 @@ class HostInterpreter:
     def run_module(self, src: SourceFile) -> Trace:
         self.reset()
         frame = _Frame(src, self.module_globals(src))
-        self.block(src.tree.body, frame, module_level=True)
+        try:
+            self.block(src.tree.body, frame, module_level=True)
+        except (_Budget, _Return):
+            pass
         return Trace(f"{src.path}:<module>", src.path, self.events, self.loops)
 
     def run_function(self, src: SourceFile, fn: ast.FunctionDef) -> Trace:
@@ -297,6 +305,7 @@ class HostInterpreter:
         return True
 
     def reset(self) -> None:
+        self.steps = 0
         self.events = []
         self.loops = {}
         self.tapes = []
@@ -320,6 +329,9 @@ class HostInterpreter:
 
     def stmt(self, s: ast.stmt, frame: _Frame, module_level: bool = False) -> None:
         src = frame.src
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Budget
         if isinstance(s, ast.Assign):
             value = self.eval(s.value, frame)
             for t in s.targets:
@@ -423,7 +435,7 @@ class HostInterpreter:
             return
         if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(
             value_node, (ast.Name, ast.Attribute, ast.Subscript)
-        ) and value.kind in ("array", "object", "unknown") and not value.fresh:
+        ) and value.kind in ("array", "object", "unknown"):
             self.emit(
                 "rebind",
                 stmt,
@@ -462,7 +474,7 @@ class HostInterpreter:
             obj.attrs[target.attr] = value
         elif isinstance(target, ast.Subscript):
             obj = self.eval(target.value, frame)
-            obj.items[self.index_key(target.slice, frame)] = value
+            obj.items[_normalise_index(obj, self.index_key(target.slice, frame))] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             for i, e in enumerate(target.elts):
                 self.bind(e, self.item(value, str(i)), frame)
@@ -474,16 +486,24 @@ class HostInterpreter:
         it = self.eval(s.iter, frame)
         start, step = 0, 1
         is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
+        trips = self.unroll_count()
         if is_range:
             args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
             if len(args) >= 2 and args[0].kind == "int":
                 start = args[0].value  # type: ignore[assignment]
             if len(args) == 3 and args[2].kind == "int":
                 step = args[2].value  # type: ignore[assignment]
+            if args and all(a.kind == "int" for a in args):
+                try:
+                    trips = min(trips, len(range(*[a.value for a in args])))  # type: ignore[misc]
+                except (TypeError, ValueError):
+                    pass
+        elif it.kind == "list" and it.length is not None:
+            trips = min(trips, it.length)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
-        for k in range(self.unroll_count()):
+        for k in range(trips):
             if is_range:
                 v = self.new(var or "_", "int", value=start + k * step)
             elif isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "enumerate":
@@ -601,12 +621,26 @@ class HostInterpreter:
                     continue
                 v.items[str(i)] = self.eval(elt, frame)
                 i += 1
+            if not any(isinstance(elt, ast.Starred) for elt in e.elts):
+                v.length = i
             return v
         if isinstance(e, ast.ListComp):
             v = self.new("list", "list")
             v.factory = (e.elt, {**frame.locals}, src)
             for gen in e.generators:
                 self.eval(gen.iter, frame)
+            gen = e.generators[0]
+            if (
+                len(e.generators) == 1
+                and not gen.ifs
+                and isinstance(gen.iter, ast.Call)
+                and isinstance(gen.iter.func, ast.Name)
+                and gen.iter.func.id == "range"
+                and len(gen.iter.args) == 1
+            ):
+                n = self.eval(gen.iter.args[0], frame)
+                if n.kind == "int" and isinstance(n.value, int):
+                    v.length = n.value
             return v
         if isinstance(e, ast.Dict):
             v = self.new("dict", "list")
@@ -740,6 +774,8 @@ class HostInterpreter:
             return v
         if name == "append" and recv.kind == "list" and args:
             recv.items[str(len(recv.items))] = args[0]
+            if recv.length is not None:
+                recv.length += 1
             return self.new("None", "const")
         # project method
         if recv.kind == "object" and recv.cls is not None:
@@ -772,7 +808,7 @@ class HostInterpreter:
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
                site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
-        if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH:
+        if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH or id(fn) not in self.effectful:
             return self.new(fn.name + "()")
         self.inlined.add(id(fn))
         frame = _Frame(fsrc, {})
@@ -951,7 +987,11 @@ class HostInterpreter:
                     add(ev_reads, b)
                 else:
                     add(ev_writes, b)
-        self.emit(
+        untaped = kw.get("record_tape")
+        saved_tapes = self.tapes
+        if isinstance(untaped, ast.Constant) and untaped.value is False:
+            self.tapes = []
+        ev = self.emit(
             "launch",
             e,
             src,
@@ -965,6 +1005,9 @@ class HostInterpreter:
             detail={"kernel": _text(kernel_node) if kernel_node is not None else "?",
                     "n_inputs": n_inputs},
         )
+        self.tapes = saved_tapes
+        if not ev.tapes and saved_tapes:
+            ev.detail["record_tape"] = False
         return self.new("None", "const")
 
 
@@ -983,6 +1026,66 @@ class _SameItem(dict):
 
     def __setitem__(self, key, value) -> None:  # rebinding one element breaks the sharing
         super().__setitem__(key, value)
+
+
+_EFFECT_WARP = {
+    *_ALLOC, *_ALLOC_LIKE, *_LAUNCH, "clone", "copy", "Tape", "set_module_options",
+}
+_EFFECT_METHODS = {"zero_", "fill_", "assign", "backward", "zero", "reset", "append"}
+
+
+def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
+    """Ids of the functions whose execution can produce an event: they (or a project function they
+    call, by name) allocate, launch, copy, tape, zero, touch ``.grad`` or enter a ``with`` on a value.
+    Everything else is not inlined: its effects on arrays are nil, and skipping it keeps the
+    interpretation linear in the size of the code that matters."""
+    defs: dict[str, list[ast.FunctionDef]] = {}
+    calls: dict[int, set[str]] = {}
+    direct: set[int] = set()
+    for src in files.values():
+        for node in ast.walk(src.tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            defs.setdefault(node.name, []).append(node)
+            names: set[str] = set()
+            hit = False
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call):
+                    f = sub.func
+                    wn = src.warp_name(f)
+                    if wn is not None:
+                        hit = hit or wn.rpartition(".")[2] in _EFFECT_WARP
+                    elif isinstance(f, ast.Attribute):
+                        hit = hit or f.attr in _EFFECT_METHODS
+                        names.add(f.attr)
+                    elif isinstance(f, ast.Name):
+                        names.add(f.id)
+                elif isinstance(sub, ast.Attribute) and sub.attr in ("grad", "retain_grad", "requires_grad"):
+                    hit = True
+                elif isinstance(sub, ast.With):
+                    hit = hit or any(not isinstance(i.context_expr, ast.Call) for i in sub.items)
+            calls[id(node)] = names
+            if hit:
+                direct.add(id(node))
+    effectful = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for nodes in defs.values():
+            for node in nodes:
+                if id(node) in effectful:
+                    continue
+                if any(id(d) in effectful for callee in calls[id(node)] for d in defs.get(callee, ())):
+                    effectful.add(id(node))
+                    changed = True
+    return effectful
+
+
+def _normalise_index(obj: Val, key: str) -> str:
+    """``xs[-k]`` is ``xs[len(xs) - k]`` when the list's length is known."""
+    if obj.length is not None and key.startswith("-") and key[1:].isdigit() and 0 < int(key[1:]) <= obj.length:
+        return str(obj.length - int(key[1:]))
+    return key
 
 
 def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

@@ -99,7 +99,10 @@ def _replacements(old: str, new: str) -> list[dict[str, Any]]:
 
 
 def _fix(finding: Finding, sources: Mapping[str, str], locator: _Locator) -> dict[str, Any] | None:
-    changes = fix_changes(sources, [finding], unsafe=True)
+    try:
+        changes = fix_changes(sources, [finding], unsafe=True)
+    except Exception:  # a codemod bug costs the log this fix, not the report
+        return None
     if not changes:
         return None
     safety = "" if finding.fix.safety is FixSafety.SAFE else " (unsafe fix: `warpfix apply --unsafe-fixes`)"
@@ -129,7 +132,6 @@ def sarif_log(
     errors: Sequence[InputErrorLike] = (),
     sources: Mapping[str, str] | None = None,
     root: str | Path | None = None,
-    with_fixes: bool = True,
 ) -> dict[str, Any]:
     """The SARIF log as a dict.
 
@@ -145,7 +147,7 @@ def sarif_log(
         if finding.rule not in index:
             index[finding.rule] = len(descriptors)
             descriptors.append({"id": finding.rule, "name": finding.name})
-    if with_fixes and sources is None:
+    if sources is None:
         sources = _read_sources([f for f in findings if f.fix.safety is not FixSafety.NONE])
 
     results = []
@@ -162,7 +164,7 @@ def sarif_log(
                 {"id": i, "physicalLocation": locator.physical(span), "message": {"text": message}}
                 for i, (span, message) in enumerate(finding.related, start=1)
             ]
-        if with_fixes and finding.fix.safety is not FixSafety.NONE and sources:
+        if finding.fix.safety is not FixSafety.NONE and sources:
             fix = _fix(finding, sources, locator)
             if fix:
                 result["fixes"] = [fix]
@@ -210,9 +212,6 @@ def render_sarif(
     errors: Sequence[InputErrorLike] = (),
     sources: Mapping[str, str] | None = None,
     root: str | Path | None = None,
-    with_fixes: bool = True,
 ) -> str:
-    log = sarif_log(
-        findings, warp_version=warp_version, errors=errors, sources=sources, root=root, with_fixes=with_fixes
-    )
+    log = sarif_log(findings, warp_version=warp_version, errors=errors, sources=sources, root=root)
     return json.dumps(log, indent=2) + "\n"

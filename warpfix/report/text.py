@@ -126,7 +126,6 @@ def render_text(
     sources: Mapping[str, str] | None = None,
     files_checked: int | None = None,
     color: bool = False,
-    show_source: bool = True,
 ) -> str:
     """The report as a string; with ``color`` it carries ANSI styles for a terminal.
 
@@ -148,7 +147,7 @@ def render_text(
     cache = _SourceCache(sources)
     for finding in sorted_findings(findings):
         console.print(_header(finding))
-        line = cache.line(finding.path, finding.line) if show_source else None
+        line = cache.line(finding.path, finding.line)
         if line is not None:
             for row in _snippet(finding, line):
                 console.print(row)

@@ -122,7 +122,10 @@ def contains(outer: Span, inner: Span) -> bool:
     """Whether ``inner`` lies within ``outer`` (same file)."""
     if outer.path != inner.path:
         return False
-    return (outer.line, outer.column) <= (inner.line, inner.column) and (inner.end_line, inner.end_column) <= (
+    return (outer.line, outer.column) <= (inner.line, inner.column) and (
+        inner.end_line,
+        inner.end_column,
+    ) <= (
         outer.end_line,
         outer.end_column,
     )

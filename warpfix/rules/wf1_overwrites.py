@@ -177,6 +177,18 @@ def _segments(trace: Trace) -> Iterator[tuple[int, Event, dict[int, dict[int, To
                 live.setdefault(tape, {}).setdefault(buf.id, Touch(ev, buf, param))
 
 
+def unresolved_element(buf: Buffer) -> bool:
+    """The buffer stands for ``xs[expr]`` with an index the interpreter could not evaluate: every such
+    access shares one abstract buffer, so its reads and writes need not touch the same array."""
+    if buf.origin is not None or buf.fresh:
+        return False
+    try:
+        node = ast.parse(buf.label, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant)
+
+
 def find_hazards(trace: Trace) -> list[Hazard]:
     """Recorded overwrites of buffers already read on the same tape, in program order."""
     out: list[Hazard] = []
@@ -184,6 +196,8 @@ def find_hazards(trace: Trace) -> list[Hazard]:
         if not ev.recorded:
             continue
         for buf, param in event_overwrites(ev):
+            if unresolved_element(buf):
+                continue
             for tape in sorted(tape_ids(ev)):
                 earlier = live.get(tape, {}).get(buf.id)
                 if earlier is not None and earlier.event is not ev:
@@ -290,7 +304,9 @@ class CopyWriteback(Rule):
     name = "copy-writeback"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    fix_description = "Rebind the name to the copy's source instead of copying into an array the tape already read"
+    fix_description = (
+        "Rebind the name to the copy's source instead of copying into an array the tape already read"
+    )
     doc = RuleDoc(
         what=(
             "Flags a recorded `wp.copy(dst, src)` or `dst.assign(src)` whose destination was already read by an "
@@ -1082,9 +1098,13 @@ def ground(p: Particles, q_out: wp.array(dtype=float)):
 
 q_out = wp.empty_like(particles.q)
 wp.launch(ground, dim=n, inputs=[particles], outputs=[q_out])
-particles.q = q_out
+particles = make_particles(q_out, particles.v)   # a new struct instance
 """,
-        fix="Safe: as WF106, with the struct field rebound to the fresh array after the launch.",
+        fix=(
+            "Safe: as WF106, then a *new* struct instance holding the fresh array. Do not assign the field of the "
+            "instance that was launched (`particles.q = q_out`): the tape keeps a reference to that instance, so "
+            "the earlier launch's adjoint would then run against the new field."
+        ),
     )
     _CODE = """
 import warp as wp
@@ -1130,7 +1150,11 @@ with wp.Tape() as tape:
         yield from super().check(project)
         for hz in hazards_for(project, self.id):
             ev = hz.write.event
-            if ev.kernel is not None and hz.write.param is not None and rmw_store_spans(ev.kernel, hz.write.param):
+            if (
+                ev.kernel is not None
+                and hz.write.param is not None
+                and rmw_store_spans(ev.kernel, hz.write.param)
+            ):
                 continue  # reported at the kernel's store by the detector above
             yield self.finding(
                 ev.span,
@@ -1146,7 +1170,9 @@ class RawAlias(Rule):
     name = "raw-alias"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    fix_description = "Write into wp.clone(x) instead of a zero-copy view, or move the mutation after backward"
+    fix_description = (
+        "Write into wp.clone(x) instead of a zero-copy view, or move the mutation after backward"
+    )
     doc = RuleDoc(
         what=(
             "Flags a write, before the tape's backward, through a zero-copy view (`wp.array(ptr=x.ptr, ...)`) of "

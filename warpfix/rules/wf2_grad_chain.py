@@ -23,7 +23,7 @@ from warpfix.rules._tapeflow import (
 )
 from warpfix.rules.base import Example, Rule, RuleDoc
 
-_FIT = '''
+_FIT = """
 import numpy as np
 import warp as wp
 
@@ -46,7 +46,7 @@ x = wp.array(np.linspace(0.0, 1.0, n), dtype=float)
 target = wp.array(3.0 * np.linspace(0.0, 1.0, n), dtype=float)
 k = wp.array([1.0], dtype=float, requires_grad=True)
 loss = wp.zeros(1, dtype=float, requires_grad=True)
-'''
+"""
 
 
 def _alloc_events(trace: Trace) -> dict[int, Event]:
@@ -79,14 +79,14 @@ class MissingRequiresGrad(Rule):
             "Nothing warns; training just does not move."
         ),
         example=_FIT
-        + '''
+        + """
 y = wp.zeros(n, dtype=float)  # no requires_grad: the chain k -> y -> loss is cut
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)  # k.grad == 0
-''',
+""",
         use_instead="y = wp.zeros(n, dtype=float, requires_grad=True)",
         fix="Safe: adding `requires_grad=True` allocates a gradient buffer; forward values are unchanged.",
         versions="All supported Warp versions: `wp.zeros/empty/full/array` default to `requires_grad=False`.",
@@ -94,18 +94,18 @@ tape.backward(loss)  # k.grad == 0
     VALID = [
         Example(
             _FIT
-            + '''
+            + """
 y = wp.zeros(n, dtype=float, requires_grad=True)
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="every intermediate on the chain has a gradient; x and target are read-only constants",
         ),
         Example(
-            '''
+            """
 import numpy as np
 import warp as wp
 
@@ -131,12 +131,12 @@ with tape:
     wp.launch(bin_particles, dim=n, inputs=[q], outputs=[cell])
     wp.launch(cell_energy, dim=n, inputs=[q, cell], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="integer arrays carry no gradient",
         ),
         Example(
             _FIT
-            + '''
+            + """
 weights = wp.zeros(n, dtype=float)
 y = wp.zeros(n, dtype=float, requires_grad=True)
 tape = wp.Tape()
@@ -145,50 +145,50 @@ with tape:
     wp.launch(scale, dim=n, inputs=[weights, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="the producer of `weights` reads nothing that needs a gradient",
         ),
     ]
     INVALID = [
         Example(
             _FIT
-            + '''
+            + """
 y = wp.zeros(n, dtype=float)  # expect: WF201
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             expected_fix=_FIT
-            + '''
+            + """
 y = wp.zeros(n, dtype=float, requires_grad=True)  # expect: WF201
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
         ),
         Example(
             _FIT
-            + '''
+            + """
 y = wp.empty_like(x)  # expect: WF201
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             expected_fix=_FIT
-            + '''
+            + """
 y = wp.empty_like(x, requires_grad=True)  # expect: WF201
 tape = wp.Tape()
 with tape:
     wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
     wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="`empty_like` inherits requires_grad=False from the constant x",
         ),
     ]
@@ -246,7 +246,12 @@ tape.backward(loss)
         the name of that array (the backward's loss when the flow reaches it)."""
         writer = events[start]
         tape = tape_of(writer)
-        losses = {b.root().id for e in events[start + 1 :] if e.kind == "backward" and e.tape == tape for b in e.reads}
+        losses = {
+            b.root().id
+            for e in events[start + 1 :]
+            if e.kind == "backward" and e.tape == tape
+            for b in e.reads
+        }
         if not any(e.kind == "backward" and e.tape == tape for e in events[start + 1 :]):
             return None
         tainted = {buf.id}
@@ -266,10 +271,6 @@ tape.backward(loss)
                     sink = ev.name_of(out)
                 tainted.add(root.id)
         return (first_reader, sink) if first_reader is not None and sink is not None else None
-
-
-def _later_backward(events: list[Event], start: int, tape: int | None) -> bool:
-    return any(ev.kind == "backward" and ev.tape == tape for ev in events[start + 1 :])
 
 
 # ---------------------------------------------------------------------------------------- WF202
@@ -360,7 +361,7 @@ class BackwardDisabled(Rule):
             "flow through it is lost. `tape.backward()` logs a warning that is easy to miss, and "
             "`gradcheck_tape` silently skips such kernels."
         ),
-        example='''
+        example="""
 @wp.kernel(enable_backward=False)
 def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3)):
     i = wp.tid()
@@ -370,12 +371,12 @@ with tape:
     wp.launch(integrate, dim=n, inputs=[q, v], outputs=[q_next])
     ...
 tape.backward(loss)
-''',
-        use_instead='''
+""",
+        use_instead="""
 @wp.kernel
 def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3)):
     ...
-''',
+""",
         fix=(
             "Unsafe: enabling backward compiles adjoint code (slower builds, larger modules); when the option "
             "is module- or config-wide the removal also affects kernels that may not need it."
@@ -393,7 +394,8 @@ print(q_next.numpy())
         ),
         Example(
             _WF202_KERNELS.format(
-                header='\nwp.set_module_options({"enable_backward": False})\n', options="(enable_backward=True)"
+                header='\nwp.set_module_options({"enable_backward": False})\n',
+                options="(enable_backward=True)",
             ).replace("@wp.kernel\ndef height_loss", "@wp.kernel(enable_backward=True)\ndef height_loss")
             + _WF202_TAPED,
             note="the kernel option overrides the module option",
@@ -401,7 +403,8 @@ print(q_next.numpy())
     ]
     INVALID = [
         Example(
-            _WF202_KERNELS.format(header="", options="(enable_backward=False)  # expect: WF202") + _WF202_TAPED,
+            _WF202_KERNELS.format(header="", options="(enable_backward=False)  # expect: WF202")
+            + _WF202_TAPED,
             expected_fix=_WF202_KERNELS.format(header="", options="  # expect: WF202") + _WF202_TAPED,
         ),
         Example(
@@ -417,12 +420,19 @@ print(q_next.numpy())
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
-        places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
-        for kernel, launch in self._taped_launches(project):
+        module_calls = {path: next(_module_option_calls(src), None) for path, src in project.files.items()}
+        configs = [(src, stmt) for src in project.files.values() for stmt in _config_assignments(src)]
+        disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
+        for kernel in project.kernels:
             src = project.files.get(kernel.path)
-            place = self._disabling_place(project, src, kernel) if src is not None else None
-            if place is not None:
-                places.setdefault(place[0], (place[1], []))[1].append((kernel, launch))
+            if kernel.kind == "kernel" and src is not None:
+                place = _disabling_place(project, src, kernel, module_calls.get(kernel.path), configs)
+                if place is not None:
+                    disabled[id(kernel.node)] = place
+        places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
+        for kernel, launch in _taped_launches(project, disabled):
+            span, how = disabled[id(kernel.node)]
+            places.setdefault(span, (how, []))[1].append((kernel, launch))
         for span, (how, hits) in places.items():
             kernels = ", ".join(f"`{k.name}` (launched on a tape at {line_ref(ev.span, span)})" for k, ev in hits)
             yield self.finding(
@@ -433,38 +443,46 @@ print(q_next.numpy())
                 related=tuple((ev.span, f"`{k.name}` launched on a tape here") for k, ev in hits),
             )
 
-    @staticmethod
-    def _taped_launches(project: Project) -> Iterator[tuple[KernelDef, Event]]:
-        seen: set[str] = set()
-        for trace in project.traces:
-            events = trace.events
-            for idx, ev in enumerate(events):
-                if ev.kind != "launch" or ev.kernel is None or not recorded(ev) or ev.kernel.kind != "kernel":
-                    continue
-                if not any(b.root().requires_grad for b in true_reads(ev)):
-                    continue
-                if not _later_backward(events, idx, tape_of(ev)):
-                    continue
-                key = f"{ev.kernel.path}:{ev.kernel.name}"
-                if key not in seen:
-                    seen.add(key)
-                    yield ev.kernel, ev
 
-    @staticmethod
-    def _disabling_place(project: Project, src: SourceFile, kernel: KernelDef) -> tuple[Span, str] | None:
-        if "enable_backward" in kernel.options:
-            if kernel.options["enable_backward"] is False:
-                dec = _kernel_decorator(kernel)
-                return src.span(dec) if dec is not None else kernel.span, "kernel option `enable_backward=False`"
-            return None
-        call = next(_module_option_calls(src), None)
-        if call is not None:
-            return src.span(call), "module option `enable_backward: False`"
-        for other in project.files.values():
-            for stmt in _config_assignments(other):
-                if _config_reaches(project, other, stmt, kernel):
-                    return other.span(stmt), "config `wp.config.enable_backward = False`"
+def _taped_launches(project: Project, kernels: dict[int, tuple[Span, str]]) -> Iterator[tuple[KernelDef, Event]]:
+    """The first launch of each of ``kernels`` that a tape records, with inputs that need gradients,
+    before a backward of that tape."""
+    seen: set[int] = set()
+    for trace in project.traces:
+        events = trace.events
+        last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
+        for idx, ev in enumerate(events):
+            kernel = ev.kernel
+            if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
+                continue
+            tape = tape_of(ev)
+            if tape is None or last_backward.get(tape, -1) < idx:
+                continue
+            if any(b.root().requires_grad for b in true_reads(ev)):
+                seen.add(id(kernel.node))
+                yield kernel, ev
+
+
+def _disabling_place(
+    project: Project,
+    src: SourceFile,
+    kernel: KernelDef,
+    module_call: ast.Call | None,
+    configs: list[tuple[SourceFile, ast.Assign]],
+) -> tuple[Span, str] | None:
+    """Where backward code generation is switched off for ``kernel``: its own option (which takes
+    precedence), its module's options, or the global config before its module was created."""
+    if "enable_backward" in kernel.options:
+        if kernel.options["enable_backward"] is False:
+            dec = _kernel_decorator(kernel)
+            return (src.span(dec) if dec is not None else kernel.span), "kernel option `enable_backward=False`"
         return None
+    if module_call is not None:
+        return src.span(module_call), "module option `enable_backward: False`"
+    for other, stmt in configs:
+        if _config_reaches(project, other, stmt, kernel):
+            return other.span(stmt), "config `wp.config.enable_backward = False`"
+    return None
 
 
 def _config_reaches(project: Project, src: SourceFile, stmt: ast.Assign, kernel: KernelDef) -> bool:
@@ -537,28 +555,31 @@ class ManualSeed(Rule):
         what=(
             "Flags a backward pass seeded by hand with a constant of ones — `out.grad.fill_(1.0)` followed by "
             "`tape.backward()`, or `tape.backward(grads={out: wp.ones_like(out)})` — where `out` is a "
-            "per-element output, not a scalar loss reduced on the tape."
+            "per-element output, not a scalar loss reduced on the tape, while the program itself averages "
+            "that output (`np.mean(out.numpy())`, `out.numpy().mean()`): the objective it reports is a mean. "
+            "A seed of ones with no such average is taken to be a deliberate vector-Jacobian product."
         ),
         why=(
             "A seed of ones differentiates `sum(out)`. If the objective is a mean (or any weighted "
             "reduction) the gradient is off by a factor of N (or the weights), with no warning. Put the "
             "loss kernel on the tape and call `tape.backward(loss)`, or scale the seed explicitly."
         ),
-        example='''
+        example="""
 with tape:
     wp.launch(residual, dim=n, inputs=[q, target], outputs=[r])
 r.grad.fill_(1.0)   # differentiates sum(r), not mean(r)
 tape.backward()
-''',
-        use_instead='''
+print("mse", np.mean(r.numpy()))
+""",
+        use_instead="""
 with tape:
     wp.launch(residual, dim=n, inputs=[q, target], outputs=[r])
     wp.launch(mean_loss, dim=n, inputs=[r, 1.0 / n], outputs=[loss])
 tape.backward(loss)
-''',
+""",
         fix="None: only the author knows which objective is meant; the message says which one the seed implies.",
     )
-    _PRE = '''
+    _PRE = """
 import numpy as np
 import warp as wp
 
@@ -584,45 +605,63 @@ loss = wp.zeros(1, dtype=float, requires_grad=True)
 tape = wp.Tape()
 with tape:
     wp.launch(residual, dim=n, inputs=[q, target], outputs=[r])
-'''
+"""
     VALID = [
         Example(
             _PRE
-            + '''    wp.launch(mean_loss, dim=n, inputs=[r, 1.0 / n], outputs=[loss])
+            + """    wp.launch(mean_loss, dim=n, inputs=[r, 1.0 / n], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="scalar loss kernel on the tape",
         ),
         Example(
             _PRE
-            + '''    wp.launch(mean_loss, dim=n, inputs=[r, 1.0 / n], outputs=[loss])
+            + """    wp.launch(mean_loss, dim=n, inputs=[r, 1.0 / n], outputs=[loss])
 tape.backward(grads={loss: wp.array([1.0], dtype=float)})
-''',
+""",
             note="a seed of one on the scalar loss is what tape.backward(loss) does",
         ),
-        Example(_PRE + "r.grad.fill_(1.0 / n)\ntape.backward()\n", note="an explicitly scaled seed"),
+        Example(
+            _PRE + 'r.grad.fill_(1.0 / n)\ntape.backward()\nprint("mse", np.mean(r.numpy()))\n',
+            note="an explicitly scaled seed",
+        ),
+        Example(
+            _PRE + "tape.backward(grads={r: wp.ones_like(r)})\nprint(q.grad.numpy())\n",
+            note="a vector-Jacobian product: nothing says the objective is a mean",
+        ),
     ]
     INVALID = [
-        Example(_PRE + "r.grad.fill_(1.0)  # expect: WF203\ntape.backward()\n"),
-        Example(_PRE + "tape.backward(grads={r: wp.ones_like(r)})  # expect: WF203\n"),
+        Example(_PRE + 'r.grad.fill_(1.0)  # expect: WF203\ntape.backward()\nprint("mse", np.mean(r.numpy()))\n'),
+        Example(
+            _PRE + 'tape.backward(grads={r: wp.ones_like(r)})  # expect: WF203\nprint("mse", r.numpy().mean())\n'
+        ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
+        names_by_file = {path: _assignments(src.tree) for path, src in project.files.items()}
+        averaged: set[str] = set().union(*(_averaged_names(src.tree) for src in project.files.values()))
         for trace in project.traces:
-            src = project.files.get(trace.path)
-            names = _assignments(src.tree) if src is not None else {}
+            names = names_by_file.get(trace.path, {})
             events = trace.events
             for idx, ev in enumerate(events):
-                if ev.kind == "grad_zero" and ev.detail.get("method") == "fill_" and isinstance(ev.node, ast.Call):
+                if (
+                    ev.kind == "grad_zero"
+                    and ev.detail.get("method") == "fill_"
+                    and isinstance(ev.node, ast.Call)
+                ):
                     owner = next((b.grad_of for b in ev.writes if b.grad_of is not None), None)
                     value = _seed_value(ev.node.args[0] if ev.node.args else None, names)
                     bwd = next(
-                        (e for e in events[idx + 1 :] if e.kind == "backward" and not e.reads and not e.detail.get("grads")),
+                        (
+                            e
+                            for e in events[idx + 1 :]
+                            if e.kind == "backward" and not e.reads and not e.detail.get("grads")
+                        ),
                         None,
                     )
                     if owner is not None and bwd is not None:
                         label = ev.name_of(ev.writes[0]).removesuffix(".grad")
-                        yield from self._judge(events, ev, owner, label, value, bwd.tape)
+                        yield from self._judge(events, ev, owner, label, value, bwd.tape, averaged)
                 elif ev.kind == "backward" and ev.detail.get("grads") and isinstance(ev.node, ast.Call):
                     grads = next((kw.value for kw in ev.node.keywords if kw.arg == "grads"), None)
                     if not isinstance(grads, ast.Dict):
@@ -632,13 +671,22 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
                             continue
                         owner = _buffer_named(events[:idx], ast.unparse(key), ev.tape)
                         if owner is not None:
-                            yield from self._judge(events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape)
+                            yield from self._judge(
+                                events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape, averaged
+                            )
 
     def _judge(
-        self, events: list[Event], seed: Event, owner: Buffer, label: str, value: float | None, tape: int | None
+        self,
+        events: list[Event],
+        seed: Event,
+        owner: Buffer,
+        label: str,
+        value: float | None,
+        tape: int | None,
+        averaged: set[str],
     ) -> Iterator[Finding]:
-        if value != 1.0:
-            return  # unknown (an external grad_output) or deliberately scaled
+        if value != 1.0 or label not in averaged:
+            return  # unknown (an external grad_output), deliberately scaled, or a vector-Jacobian product
         writers = [e for e in events if recorded(e) and tape_of(e) == tape and touches(outputs(e), owner)]
         if not writers or all(_is_scalar_reduction(w, owner) for w in writers):
             return
@@ -649,11 +697,27 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
             seed.span,
             f"backward is seeded by hand with ones on `{label}` (written per element by "
             f"{_kernel_label(writer)} at {line_ref(writer.span, seed.span)}), not on a scalar loss: this "
-            f"differentiates sum({label}){f' over {size} elements' if size else ''}; a mean objective needs a "
-            f"seed of {mean}",
+            f"differentiates sum({label}){f' over {size} elements' if size else ''}, but the program averages "
+            f"`{label}`: the gradient of the mean needs a seed of {mean}",
             data={"array": label, "seed": value, "implied_objective": f"sum({label})", "size": size},
             related=((writer.span, "written here"),),
         )
+
+
+_MEANS = frozenset({"mean", "average", "nanmean"})
+
+
+def _averaged_names(tree: ast.Module) -> set[str]:
+    """Expressions the file averages: the names/attributes inside ``np.mean(...)``/``x.mean()`` calls."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if fname in _MEANS:
+            out.update(ast.unparse(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)))
+    return out
 
 
 def _kernel_label(ev: Event) -> str:
@@ -688,13 +752,29 @@ def _is_scalar_reduction(ev: Event, owner: Buffer) -> bool:
 
 
 def _size_text(events: list[Event], owner: Buffer) -> str | None:
-    alloc = next((e for e in events if e.kind in ("alloc", "clone") and e.writes and e.writes[0].id == owner.root().id), None)
-    if alloc is None or not isinstance(alloc.node, ast.Call) or alloc.detail.get("alloc") not in (
-        "zeros",
-        "empty",
-        "ones",
-        "full",
+    alloc = next(
+        (
+            e
+            for e in events
+            if e.kind in ("alloc", "clone") and e.writes and e.writes[0].id == owner.root().id
+        ),
+        None,
+    )
+    if (
+        alloc is None
+        or not isinstance(alloc.node, ast.Call)
+        or alloc.detail.get("alloc")
+        not in (
+            "zeros",
+            "empty",
+            "ones",
+            "full",
+        )
     ):
         return None
-    shape = alloc.node.args[0] if alloc.node.args else next((k.value for k in alloc.node.keywords if k.arg == "shape"), None)
+    shape = (
+        alloc.node.args[0]
+        if alloc.node.args
+        else next((k.value for k in alloc.node.keywords if k.arg == "shape"), None)
+    )
     return ast.unparse(shape) if shape is not None else None

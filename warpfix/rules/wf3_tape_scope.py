@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
-from warpfix.model import Project, SourceFile
+from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.rules._tapeflow import (
     DIFFERENTIABLE,
@@ -25,7 +25,7 @@ from warpfix.rules._tapeflow import (
 )
 from warpfix.rules.base import Example, Rule, RuleDoc
 
-_KERNELS = '''
+_KERNELS = """
 import numpy as np
 import warp as wp
 
@@ -55,7 +55,7 @@ target = wp.array(3.0 * xs + 1.0, dtype=float)
 w = wp.zeros(2, dtype=float, requires_grad=True)
 y = wp.zeros(32, dtype=float, requires_grad=True)
 loss = wp.zeros(1, dtype=float, requires_grad=True)
-'''
+"""
 
 
 def _leaves(events: list[Event], tape: int | None, start: int, stop: int) -> dict[int, Buffer]:
@@ -74,15 +74,17 @@ def _leaves(events: list[Event], tape: int | None, start: int, stop: int) -> dic
     return {k: v for k, v in read.items() if k not in written}
 
 
-def _is_reference(src: SourceFile | None, node: ast.AST) -> bool:
-    """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
-    ``x.grad.flatten()``) rather than reading the values."""
-    if src is None:
-        return False
+def _parent_map(tree: ast.Module) -> dict[int, ast.AST]:
     parents: dict[int, ast.AST] = {}
-    for parent in ast.walk(src.tree):
+    for parent in ast.walk(tree):
         for child in ast.iter_child_nodes(parent):
             parents[id(child)] = parent
+    return parents
+
+
+def _is_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
+    """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
+    ``x.grad.flatten()``) rather than reading the values."""
     cur: ast.AST = node
     while True:
         parent = parents.get(id(cur))
@@ -112,34 +114,50 @@ class _GradState:
     tapes: set[int] = field(default_factory=set)  # tapes whose backward registered it
 
 
-def _walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, _GradState], dict[int, set[int]]]]:
+@dataclass
+class _Recording:
+    """What one tape has recorded since it was created or reset."""
+
+    read: dict[int, Buffer] = field(default_factory=dict)
+    written: set[int] = field(default_factory=set)
+
+    def add(self, ev: Event) -> None:
+        for buf in true_reads(ev):
+            root = buf.root()
+            if root.requires_grad and root.grad_of is None:
+                self.read.setdefault(root.id, root)
+        self.written.update(b.root().id for b in ev.writes)
+
+    def leaves(self) -> set[int]:
+        return {k for k in self.read if k not in self.written}
+
+
+def _walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, _GradState], dict[int, _Recording]]]:
     """Walk the trace keeping, per parameter, the state of its ``.grad``; yields before each event
-    ``(index, event, states, pending)`` where ``pending[tape]`` are the parameters that tape's next
-    backward will accumulate into."""
-    events = trace.events
+    ``(index, event, states, recordings)`` where ``recordings[tape].leaves()`` are the parameters that
+    tape's next backward will accumulate into (empty right after a backward)."""
     states: dict[int, _GradState] = {}
-    since: dict[int | None, int] = {}  # tape -> index where its current recording started
-    pending: dict[int, set[int]] = {}
-    for idx, ev in enumerate(events):
+    recordings: dict[int, _Recording] = {}
+    pending: dict[int, _Recording] = {}  # recorded since the tape's last backward
+    for idx, ev in enumerate(trace.events):
         tape = tape_of(ev)
         if tape is not None and ev.kind in DIFFERENTIABLE:
-            since.setdefault(tape, idx)
-            pending[tape] = set(_leaves(events, tape, since[tape], idx + 1))
+            recordings.setdefault(tape, _Recording()).add(ev)
+            pending.setdefault(tape, _Recording()).add(ev)
         yield idx, ev, states, pending
         if ev.kind == "backward" and ev.tape is not None:
-            start = since.get(ev.tape, idx)
-            for pid in _leaves(events, ev.tape, start, idx):
+            for pid in recordings[ev.tape].leaves() if ev.tape in recordings else ():
                 st = states.setdefault(pid, _GradState())
                 st.backward, st.consumed, st.zeroed = ev, None, None
                 st.tapes.add(ev.tape)
-            pending[ev.tape] = set()
+            pending.pop(ev.tape, None)
         elif ev.kind in ("tape_zero", "tape_reset") and ev.tape is not None:
             for st in states.values():
                 if ev.tape in st.tapes and st.backward is not None:
                     st.zeroed, st.consumed = ev, None
             if ev.kind == "tape_reset":
-                since.pop(ev.tape, None)
-                pending[ev.tape] = set()
+                recordings.pop(ev.tape, None)
+                pending.pop(ev.tape, None)
         elif ev.kind == "grad_zero":
             for buf in ev.writes:
                 if buf.grad_of is not None and buf.grad_of.root().id in states:
@@ -148,7 +166,12 @@ def _walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, _GradState
         for buf in ev.reads:
             if buf.grad_of is not None and ev.kind != "grad_zero":
                 st = states.get(buf.grad_of.root().id)
-                if st is not None and st.backward is not None and st.consumed is None and ev.kind != "backward":
+                if (
+                    st is not None
+                    and st.backward is not None
+                    and st.consumed is None
+                    and ev.kind != "backward"
+                ):
                     st.consumed = ev
 
 
@@ -169,7 +192,7 @@ class MissingZero(Rule):
             "gradients of iterations 0..k: each one is right, the sum is not, and training diverges or "
             "stalls while every single backward looks correct."
         ),
-        example='''
+        example="""
 tape = wp.Tape()
 for it in range(iters):
     loss.zero_()
@@ -178,18 +201,18 @@ for it in range(iters):
         wp.launch(mse, dim=n, inputs=[y, target], outputs=[loss])
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
-''',
-        use_instead='''
+""",
+        use_instead="""
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.zero()
-''',
+""",
         fix="Safe: `tape.zero()` after the gradient is consumed clears exactly what the next backward adds to.",
     )
     VALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 for it in range(20):
     loss.zero_()
     tape = wp.Tape()
@@ -199,11 +222,11 @@ for it in range(20):
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.zero()
-''',
+""",
         ),
         Example(
             _KERNELS
-            + '''
+            + """
 for it in range(20):
     loss.zero_()
     w.grad.zero_()
@@ -213,11 +236,11 @@ for it in range(20):
         wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
-''',
+""",
         ),
         Example(
             _KERNELS
-            + '''
+            + """
 w_np = np.zeros(2)
 for it in range(20):
     params = wp.array(w_np, dtype=float, requires_grad=True)
@@ -228,14 +251,14 @@ for it in range(20):
         wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
     tape.backward(loss)
     w_np = w_np - 0.1 * params.grad.numpy()
-''',
+""",
             note="a fresh parameter array (and so a fresh .grad) every iteration",
         ),
     ]
     INVALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 for it in range(20):
     loss.zero_()
     tape = wp.Tape()
@@ -244,9 +267,9 @@ for it in range(20):
         wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
     tape.backward(loss)  # expect: WF301
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
-''',
+""",
             expected_fix=_KERNELS
-            + '''
+            + """
 for it in range(20):
     loss.zero_()
     tape = wp.Tape()
@@ -256,7 +279,7 @@ for it in range(20):
     tape.backward(loss)  # expect: WF301
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.zero()
-''',
+""",
         ),
     ]
 
@@ -292,7 +315,10 @@ for it in range(20):
                     f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
                     f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
                     data={"tape": tape_name},
-                    related=((first.backward.span, "earlier backward"), (consumed.span, "gradient consumed here")),
+                    related=(
+                        (first.backward.span, "earlier backward"),
+                        (consumed.span, "gradient consumed here"),
+                    ),
                 )
 
 
@@ -330,26 +356,26 @@ class ScopeHygiene(Rule):
             "write-after-read hazards against arrays the forward already consumed (an optimizer step "
             "overwrites the parameters the adjoints replay against) and inflates the backward pass."
         ),
-        example='''
+        example="""
 with tape:
     wp.launch(predict, dim=n, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=n, inputs=[y, target], outputs=[loss])
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])   # recorded, and runs before backward
 tape.backward(loss)
-''',
-        use_instead='''
+""",
+        use_instead="""
 with tape:
     wp.launch(predict, dim=n, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=n, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
-''',
+""",
         fix="Safe: the moved work does not feed the loss, so forward values are unchanged.",
     )
     VALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 for it in range(20):
     loss.zero_()
@@ -359,13 +385,13 @@ for it in range(20):
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.reset()
-''',
+""",
         ),
     ]
     INVALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 for it in range(20):
     loss.zero_()
@@ -376,9 +402,9 @@ for it in range(20):
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.reset()
-''',
+""",
             expected_fix=_KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 for it in range(20):
     loss.zero_()
@@ -389,7 +415,7 @@ for it in range(20):
     loss_host = wp.clone(loss, device="cpu")  # expect: WF302
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.reset()
-''',
+""",
         ),
     ]
 
@@ -405,7 +431,9 @@ for it in range(20):
                 scope = next((e.tapes[-1] for e in reversed(events[:idx]) if tape_of(e) == bwd.tape), None)
                 if scope is None:
                     continue
-                in_scope = [(j, e) for j, e in enumerate(events[:idx]) if recorded(e) and e.tapes[-1] == scope]
+                in_scope = [
+                    (j, e) for j, e in enumerate(events[:idx]) if recorded(e) and e.tapes[-1] == scope
+                ]
                 writers = [j for j, e in in_scope if any(b.root().id == loss.id for b in outputs(e))]
                 if not writers:
                     continue
@@ -469,23 +497,23 @@ class WriteBeforeBackward(Rule):
             "in-place update between the recording and `tape.backward()` makes them differentiate values "
             "the forward never saw. The write is not recorded, so the overwrite tracker says nothing."
         ),
-        example='''
+        example="""
 with tape:
     wp.launch(step, dim=n, inputs=[q, v], outputs=[q_next])
     wp.launch(loss_kernel, dim=n, inputs=[q_next], outputs=[loss])
 q.zero_()              # reset for the next episode, before backward
 tape.backward(loss)
-''',
-        use_instead='''
+""",
+        use_instead="""
 tape.backward(loss)
 q.zero_()
-''',
+""",
         fix="Safe: the backward no longer sees the write; everything after it sees the same values.",
     )
     VALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
@@ -493,41 +521,41 @@ with tape:
 loss.zero_()
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
-''',
+""",
             note="loss is only accumulated into on the tape: its values are not replayed",
         ),
     ]
     INVALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF303
 tape.backward(loss)
-''',
+""",
             expected_fix=_KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF303
-''',
+""",
         ),
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
 y.zero_()  # expect: WF303
 tape.backward(loss)
-''',
+""",
         ),
     ]
 
@@ -545,8 +573,11 @@ tape.backward(loss)
                         if other == tape:
                             continue
                         hit = next(
-                            ((b, readers[b.root().id]) for b in outputs(ev) if b.root().id in readers
-                             and not exclusive(ev, readers[b.root().id])),
+                            (
+                                (b, readers[b.root().id])
+                                for b in outputs(ev)
+                                if b.root().id in readers and not exclusive(ev, readers[b.root().id])
+                            ),
                             None,
                         )
                         if hit is None:
@@ -588,22 +619,22 @@ class StaleGradRead(Rule):
             "`tape.zero()` it holds zeros. Either way the optimizer steps with the wrong gradient, "
             "silently."
         ),
-        example='''
+        example="""
 tape.backward(loss)
 tape.zero()
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])   # w.grad is all zeros here
-''',
-        use_instead='''
+""",
+        use_instead="""
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
 tape.zero()
-''',
+""",
         fix="Safe: the read moves to where the gradient it means exists.",
     )
     VALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 optimizer_grads = [w.grad]
 tape = wp.Tape()
 for it in range(20):
@@ -614,14 +645,14 @@ for it in range(20):
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, optimizer_grads[0], 0.1])
     tape.reset()
-''',
+""",
             note="taking a reference to .grad before the loop reads nothing",
         ),
     ]
     INVALID = [
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 for it in range(20):
     loss.zero_()
@@ -631,9 +662,9 @@ for it in range(20):
     tape.backward(loss)
     tape.reset()
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF304
-''',
+""",
             expected_fix=_KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 for it in range(20):
     loss.zero_()
@@ -643,24 +674,24 @@ for it in range(20):
     tape.backward(loss)
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF304
     tape.reset()
-''',
+""",
         ),
         Example(
             _KERNELS
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
     wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
 print("gradient", w.grad.numpy())  # expect: WF304
 tape.backward(loss)
-''',
+""",
         ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
+        parent_maps: dict[str, dict[int, ast.AST]] = {}
         for trace in project.traces:
-            src = project.files.get(trace.path)
             events = trace.events
             for idx, ev, states, pending in _walk_grads(trace):
                 if ev.kind != "grad_read":
@@ -668,12 +699,17 @@ tape.backward(loss)
                 grad = next((b for b in ev.reads if b.grad_of is not None), None)
                 if grad is None or grad.grad_of is None:
                     continue
-                if _is_reference(project.files.get(ev.span.path, src), ev.node):
+                src = project.files.get(ev.span.path)
+                if src is None:
+                    continue
+                if src.path not in parent_maps:
+                    parent_maps[src.path] = _parent_map(src.tree)
+                if _is_reference(parent_maps[src.path], ev.node):
                     continue
                 owner = grad.grad_of.root()
                 name = ev.name_of(grad)
-                for tape, params in pending.items():
-                    bwd = _next_backward(events, idx, tape) if owner.id in params else None
+                for tape, recording in pending.items():
+                    bwd = _next_backward(events, idx, tape) if owner.id in recording.leaves() else None
                     if bwd is not None and runs_with(bwd, ev):
                         where = anchor(ev, bwd)
                         yield self.finding(
@@ -697,5 +733,8 @@ tape.backward(loss)
                         f"({line_ref(zero.span, where)}) cleared the gradient of the backward at "
                         f"{line_ref(st.backward.span, where)}: it reads zeros",
                         data={"tape": _tape_name(zero)},
-                        related=((zero.span, "gradient cleared here"), (st.backward.span, "gradient produced here")),
+                        related=(
+                            (zero.span, "gradient cleared here"),
+                            (st.backward.span, "gradient produced here"),
+                        ),
                     )

@@ -548,15 +548,7 @@ def step(a: wp.array(dtype=float), s: float):
                         f"{'multiply' if op == '*=' else 'divide'} of array `{param}`: it is not differentiable, so gradients through `{param}` and the "
                         f"factor are wrong",
                         severity=severity,
-                        data={
-                            "kernel": kd.name,
-                            "kind": kd.kind,
-                            "param": param,
-                            "op": op,
-                            "target": target,
-                            "index": acc.index,
-                            "value": ast.unparse(stmt.value),
-                        },
+                        data={"kernel": kd.name, "param": param},
                         related=((kd.span, f"{kd.kind} `{kd.name}`"),),
                     )
 
@@ -593,10 +585,16 @@ def _component_key(src: SourceFile, target: ast.expr) -> tuple[str, str] | None:
     return node.id, ",".join(reversed(parts))
 
 
-def _overwrites_enabled(project: Project, kd: KernelDef) -> bool:
+def _kernel_overwrites(kd: KernelDef) -> bool:
     for opts in (kd.options, kd.options.get("module_options")):
         if isinstance(opts, dict) and opts.get("enable_vector_component_overwrites") is True:
             return True
+    return False
+
+
+def _project_overwrites(project: Project) -> bool:
+    """Whether ``wp.config.enable_vector_component_overwrites = True`` or a module option turns
+    on the copy-on-write lowering somewhere in the project."""
     for src in project.files.values():
         for node in ast.walk(src.tree):
             if (
@@ -606,17 +604,18 @@ def _overwrites_enabled(project: Project, kd: KernelDef) -> bool:
             ):
                 if any(src.warp_name(t) == "config.enable_vector_component_overwrites" for t in node.targets):
                     return True
-            if isinstance(node, ast.Call) and src.is_warp(node.func, "set_module_options") and node.args:
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Dict):
+                if not src.is_warp(node.func, "set_module_options"):
+                    continue
                 opts = node.args[0]
-                if isinstance(opts, ast.Dict):
-                    for k, v in zip(opts.keys, opts.values, strict=False):
-                        if (
-                            isinstance(k, ast.Constant)
-                            and k.value == "enable_vector_component_overwrites"
-                            and isinstance(v, ast.Constant)
-                            and v.value is True
-                        ):
-                            return True
+                for k, v in zip(opts.keys, opts.values, strict=False):
+                    if (
+                        isinstance(k, ast.Constant)
+                        and k.value == "enable_vector_component_overwrites"
+                        and isinstance(v, ast.Constant)
+                        and v.value is True
+                    ):
+                        return True
     return False
 
 
@@ -808,10 +807,10 @@ with wp.Tape() as tape:
     ]
 
     def check(self, project: Project) -> Iterator:
-        reach = tape_reach(project)
-        for kd, src, fn in kernel_defs(project, "kernel", "func"):
-            severity = reach.severity(kd, self.severity)
-            if severity is None or _overwrites_enabled(project, kd):
+        if _project_overwrites(project):
+            return
+        for kd, src, fn, severity in iter_taped(project, self.severity):
+            if _kernel_overwrites(kd):
                 continue
             composites = _composite_locals(src, kd, fn)
             if not composites:
@@ -827,14 +826,9 @@ with wp.Tape() as tape:
                     f"the gradient of `{var}`",
                     severity=severity,
                     data={
-                        "kernel": kd.name,
-                        "var": var,
-                        "component": comp,
                         "target": ast.unparse(
                             stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
-                        ),
-                        "first_line": first.lineno,
-                        "in_loop": first is stmt,
+                        )
                     },
                     related=((src.span(first), "first assignment of this component"),),
                 )
@@ -1019,7 +1013,45 @@ def _stored_names(stmt: ast.stmt) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
+def _gradient_array(flow: Flow, node: ast.expr) -> bool:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return (
+        isinstance(node, ast.Name)
+        and node.id in flow.sources
+        and is_array_annotation(flow.src, flow.params.get(node.id))
+    )
+
+
+def _index_hazard(flow: Flow, stmt: ast.stmt, carried: set[str]) -> tuple[ast.expr, str] | None:
+    """An element of a gradient-carrying array addressed by a carried index: its adjoint is
+    read from / scattered to the element the stale index names."""
+    roots: list[ast.AST] = list(_exprs_of(stmt))
+    roots += getattr(stmt, "targets", []) or (
+        [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+    )
+    for root in roots:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Subscript) and _gradient_array(flow, node.value):
+                hit = flow.depends_on(node.slice, carried)
+            elif (
+                isinstance(node, ast.Call)
+                and flow.call_name(node) in ("atomic_add", "atomic_sub")
+                and len(node.args) > 2
+                and _gradient_array(flow, node.args[0])
+            ):
+                hit = next(filter(None, (flow.depends_on(a, carried) for a in node.args[1:-1])), None)
+            else:
+                continue
+            if hit:
+                return node, hit
+    return None
+
+
 def _first_hazard(flow: Flow, stmt: ast.stmt, carried: set[str]) -> tuple[ast.expr, str, ast.expr] | None:
+    indexed = _index_hazard(flow, stmt, carried)
+    if indexed is not None:
+        return indexed[0], indexed[1], indexed[0]
     for expr in _exprs_of(stmt):
         for node in ast.walk(expr):
             if not isinstance(node, ast.expr):
@@ -1135,6 +1167,30 @@ with wp.Tape() as tape:
     wp.launch(normalized, dim=1, inputs=[x], outputs=[out])
 """,
         ),
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def snap(p: wp.array(dtype=float), q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    best = float(1.0e10)
+    k = int(0)
+    for j in range(q.shape[0]):
+        d = (p[i] - q[j]) * (p[i] - q[j])
+        if d < best:
+            best = d
+            k = j
+    wp.atomic_add(loss, 0, (p[i] - q[k]) * (p[i] - q[k]))  # expect: WF403
+
+p = wp.ones(4, dtype=float, requires_grad=True)
+q = wp.ones(8, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(snap, dim=4, inputs=[p, q], outputs=[loss])
+""",
+            note="an index chosen in a dynamic loop and used after it",
+        ),
     ]
 
     def check(self, project: Project) -> Iterator:
@@ -1146,7 +1202,14 @@ with wp.Tape() as tape:
             for h in dynamic_loop_hazards(src, kd, fn):
                 code = ast.unparse(h.node)
                 loop_line = h.loop.lineno
-                if h.after:
+                if h.operand is h.node:
+                    when = "after" if h.after else "inside"
+                    why = (
+                        f"`{code}` {when} the dynamic loop at line {loop_line} is addressed by `{h.carried}`, "
+                        f"which that loop carries; backward does not replay the loop, so the adjoint goes "
+                        f"to the element a stale `{h.carried}` names"
+                    )
+                elif h.after:
                     why = (
                         f"`{h.carried}` is computed by the dynamic loop at line {loop_line}; backward does "
                         f"not replay that loop, so the adjoint of `{code}` reads a stale `{h.carried}`"

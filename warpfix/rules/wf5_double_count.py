@@ -188,8 +188,12 @@ tape.backward(loss)
     ]
     INVALID = [
         Example(
-            _PREFIX + "u = wp.zeros(32, dtype=float, requires_grad=True, retain_grad=True)  # expect: WF501\n" + _TAPE,
-            expected_fix=_PREFIX + "u = wp.zeros(32, dtype=float, requires_grad=True)  # expect: WF501\n" + _TAPE,
+            _PREFIX
+            + "u = wp.zeros(32, dtype=float, requires_grad=True, retain_grad=True)  # expect: WF501\n"
+            + _TAPE,
+            expected_fix=_PREFIX
+            + "u = wp.zeros(32, dtype=float, requires_grad=True)  # expect: WF501\n"
+            + _TAPE,
         ),
         Example(
             _PREFIX
@@ -203,7 +207,9 @@ tape.backward(loss)
         duplicates = _duplicate_spans(project)  # a repeated launch is WF502's finding, not a second writer
         for trace in project.traces:
             retained = retain_spans(trace)
-            writers: dict[int, dict[int, list[tuple[Event, bool]]]] = {}  # tape -> buffer -> (event, overwrite)
+            writers: dict[
+                int, dict[int, list[tuple[Event, bool]]]
+            ] = {}  # tape -> buffer -> (event, overwrite)
             buffers: dict[int, Buffer] = {}
             for ev in trace.events:
                 if ev.kind in _RESET_KINDS:
@@ -324,7 +330,9 @@ tape.backward(loss)
     ]
     INVALID = [
         Example(
-            _PREFIX + "    wp.launch(spring_force, dim=8, inputs=[q, k], outputs=[f])  # expect: WF502\n" + _SUFFIX,
+            _PREFIX
+            + "    wp.launch(spring_force, dim=8, inputs=[q, k], outputs=[f])  # expect: WF502\n"
+            + _SUFFIX,
             expected_fix=_PREFIX + _SUFFIX,
         )
     ]
@@ -336,7 +344,9 @@ tape.backward(loss)
                 kd = repeat.kernel
                 assert kd is not None
                 retained = sorted(
-                    repeat.name_of(b) for p, b in repeat.binding.items() if p in overwritten_params(kd) and b.id in keeps
+                    repeat.name_of(b)
+                    for p, b in repeat.binding.items()
+                    if p in overwritten_params(kd) and b.id in keeps
                 )
                 message = (
                     f"kernel `{kd.name}` is launched again with the same arguments as at line {first.span.line} "

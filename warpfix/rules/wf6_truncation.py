@@ -12,6 +12,7 @@ from warpfix.model.facts import Buffer, Event, Loop, Trace
 from warpfix.rules._tapeflow import (
     DIFFERENTIABLE,
     Window,
+    anchor,
     iterations,
     line_ref,
     outputs,
@@ -21,7 +22,7 @@ from warpfix.rules._tapeflow import (
 )
 from warpfix.rules.base import Example, Rule, RuleDoc
 
-_SIM = '''
+_SIM = """
 import numpy as np
 import warp as wp
 
@@ -57,7 +58,7 @@ n, frames, substeps = 8, 4, 8
 goal = wp.vec3(1.0, 2.0, 0.0)
 thrust = wp.zeros(1, dtype=wp.vec3, requires_grad=True)
 grad_sum = wp.zeros(1, dtype=wp.vec3)
-'''
+"""
 
 
 class PerWindowTape(Rule):
@@ -81,7 +82,7 @@ class PerWindowTape(Rule):
             "gradient is not the gradient of the episode loss — for control and locomotion objectives "
             "the dropped terms dominate. Per-window finite differences agree perfectly, which hides the bug."
         ),
-        example='''
+        example="""
 for it in range(iters):
     q, v = init_state()
     for frame in range(frames):
@@ -94,8 +95,8 @@ for it in range(iters):
         tape.zero()
         q, v = q_next, v_next                   # state carries to the next window
     wp.launch(sgd, dim=1, inputs=[thrust, grad_sum, lr])
-''',
-        use_instead='''
+""",
+        use_instead="""
 for it in range(iters):
     states = [init_state()] + [alloc_state() for _ in range(frames * substeps)]
     tape = wp.Tape()
@@ -105,7 +106,7 @@ for it in range(iters):
     tape.backward(loss)
     wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, lr])
     tape.zero()
-''',
+""",
         fix=(
             "Safe (the hoist codemod): forward values are unchanged and the gradient becomes the gradient of "
             "the whole episode. Memory grows with the number of steps; when it does not fit, use gradient "
@@ -116,7 +117,7 @@ for it in range(iters):
     VALID = [
         Example(
             _SIM
-            + '''
+            + """
 for it in range(5):
     q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
     v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
@@ -132,12 +133,12 @@ for it in range(5):
     tape.backward(loss)
     wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
     tape.zero()
-''',
+""",
             note="one tape over the whole episode",
         ),
         Example(
             _SIM
-            + '''
+            + """
 q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
 v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
 for it in range(5):
@@ -152,12 +153,12 @@ for it in range(5):
     wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
     tape.zero()
     q, v = q_next, v_next
-''',
+""",
             note="a backward in the training loop: one optimizer step per window",
         ),
         Example(
             _SIM
-            + '''
+            + """
 q0 = wp.zeros(n, dtype=wp.vec3)
 for it in range(5):
     grad_sum.zero_()
@@ -175,14 +176,14 @@ for it in range(5):
         wp.launch(accumulate, dim=1, inputs=[grad_sum, thrust.grad])
         tape.zero()
     wp.launch(sgd, dim=1, inputs=[thrust, grad_sum, 0.01])
-''',
+""",
             note="every window starts from a fresh state: nothing carries between the tapes",
         ),
     ]
     INVALID = [
         Example(
             _SIM
-            + '''
+            + """
 for it in range(5):
     grad_sum.zero_()
     q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
@@ -200,11 +201,11 @@ for it in range(5):
         tape.zero()
         q, v = q_next, v_next
     wp.launch(sgd, dim=1, inputs=[thrust, grad_sum, 0.01])
-''',
+""",
         ),
         Example(
             {
-                "main.py": '''
+                "main.py": """
 import warp as wp
 
 import sim
@@ -221,8 +222,8 @@ for it in range(5):
         tape.backward(loss)  # expect: WF601
     wp.launch(sim.sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
     tape.zero()
-''',
-                "sim.py": '''
+""",
+                "sim.py": """
 import warp as wp
 
 
@@ -265,7 +266,7 @@ def simulate(state, thrust, loss):
     wp.launch(height, dim=state.n, inputs=[q_next], outputs=[loss])
     state.q = q_next
     state.v = v_next
-''',
+""",
             },
             note="the frame loop is in main.py, the state carry happens inside sim.simulate",
         ),
@@ -312,12 +313,27 @@ def simulate(state, thrust, loss):
             f"(read on the next window's tape at {line_ref(reader.span, bwd0.span)}): each backward treats the "
             f"window's start state as a constant, so the sum is not the gradient of the episode loss",
             data={
-                "loop": {"path": src_loop.path, "line": src_loop.line, "end_line": src_loop.end_line, "var": loop.var},
+                "loop": {
+                    "path": src_loop.path,
+                    "line": src_loop.line,
+                    "end_line": src_loop.end_line,
+                    "var": loop.var,
+                },
                 "tape": tape_name,
                 "backward_line": bwd0.span.line,
                 "carried": names,
                 "params": [p.label for p in params.values()],
                 "loss": bwd0.detail.get("loss"),
+                # per-window gradient handling the hoist removes: reads of the parameters' .grad, tape.zero()
+                "grad_reads": sorted(
+                    {
+                        anchor(e, bwd0).line
+                        for e in first
+                        if e.kind == "grad_read" and any(b.grad_of is not None and b.grad_of.root().id in params
+                                                         for b in e.reads)
+                    }
+                ),
+                "tape_zero_lines": sorted({anchor(e, bwd0).line for e in first if e.kind in ("tape_zero", "tape_reset")}),
             },
             related=((src_loop, "window loop"), (reader.span, "carried state read here")),
         )
@@ -352,24 +368,54 @@ def _steps_parameters(events: list[Event], params: dict[int, Buffer]) -> bool:
             continue
         if any(b.root().id in params for b in outputs(ev)):
             return True
-        if ev.kind == "call" and any(b.grad_of is not None and b.grad_of.root().id in params for b in ev.reads):
+        if ev.kind == "call" and any(
+            b.grad_of is not None and b.grad_of.root().id in params for b in ev.reads
+        ):
             return True
     return False
 
 
 def _carried(first: list[Event], second: list[Event]) -> tuple[Event, list[Buffer]] | None:
     """The first recorded op of the second window that reads state derived from the first window's
-    recorded writes, with those buffers."""
+    recorded writes, with those buffers (None as soon as a launch of an unknown kernel could have
+    rewritten it). The same op in the first window must read its counterpart from outside that
+    window (the initial state): an input the first window produced itself is an intra-window
+    intermediate whose second-window writer the model did not see."""
     tainted: set[int] = set()
     for ev in first:
         _propagate(ev, tainted, seed=recorded(ev) and ev.kind in DIFFERENTIABLE)
     for ev in second:
+        if ev.kind == "launch" and ev.kernel is None:
+            return None  # a kernel the model cannot see may rewrite the state: no verdict
         if recorded(ev) and ev.kind in DIFFERENTIABLE:
-            hit = [b for b in true_reads(ev) if b.root().id in tainted and b.grad_of is None]
+            hit = [
+                b
+                for b in true_reads(ev)
+                if b.root().id in tainted and b.grad_of is None and _from_outside(first, ev, b)
+            ]
             if hit:
                 return ev, hit
         _propagate(ev, tainted, seed=False)
     return None
+
+
+def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
+    """Whether the first window's run of ``ev``'s site read, in ``buf``'s place, an array that the first
+    window had not written before it."""
+    param = next((p for p, b in ev.binding.items() if b.id == buf.id), None)
+    written: set[int] = set()
+    for prev in first:
+        if prev.span == ev.span and prev.kind == ev.kind:
+            if param is not None and param in prev.binding:
+                counterpart = prev.binding[param]
+            else:
+                position = next((i for i, b in enumerate(ev.reads) if b.id == buf.id), None)
+                if position is None or position >= len(prev.reads):
+                    return False
+                counterpart = prev.reads[position]
+            return counterpart.root().id not in written
+        written.update(b.root().id for b in outputs(prev))
+    return False
 
 
 def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
@@ -391,26 +437,25 @@ def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
 
 # ---------------------------------------------------------------------------------------- WF602
 
-_SOLVER_WORDS = ("iter", "jacobi", "relax", "solve", "gauss", "seidel", "sor", "fixed", "pressure", "sweep", "smooth")
+_SOLVER_WORDS = (
+    "iter",
+    "jacobi",
+    "relax",
+    "solve",
+    "gauss",
+    "seidel",
+    "sor",
+    "fixed",
+    "pressure",
+    "sweep",
+    "smooth",
+)
 MAX_TRUNCATED = 256
 
 
-def _trip_count(src: SourceFile | None, loop: Loop) -> tuple[int, str] | None:
-    """The constant trip count of ``for _ in range(N)`` and the text of N, when N is a literal or a
-    name/attribute assigned one integer literal in the file."""
-    node = loop.node
-    if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call) or src is None:
-        return None
-    call = node.iter
-    if not (isinstance(call.func, ast.Name) and call.func.id == "range") or len(call.args) != 1:
-        return None
-    arg = call.args[0]
-    if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
-        return arg.value, str(arg.value)
-    if not isinstance(arg, (ast.Name, ast.Attribute)):
-        return None
-    text = ast.unparse(arg)
-    values = set()
+def _int_assignments(src: SourceFile) -> dict[str, set[int | None]]:
+    """Every name/attribute target in the file -> the values assigned to it (None: not an int literal)."""
+    out: dict[str, set[int | None]] = {}
     for stmt in ast.walk(src.tree):
         if isinstance(stmt, ast.Assign):
             targets, value = stmt.targets, stmt.value
@@ -418,10 +463,31 @@ def _trip_count(src: SourceFile | None, loop: Loop) -> tuple[int, str] | None:
             targets, value = [stmt.target], stmt.value
         else:
             continue
-        if any(ast.unparse(t) == text for t in targets):
-            values.add(value.value if isinstance(value, ast.Constant) and isinstance(value.value, int) else None)
+        literal = value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
+        for t in targets:
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                out.setdefault(ast.unparse(t), set()).add(literal)
+    return out
+
+
+def _trip_count(loop: Loop, ints: dict[str, set[int | None]]) -> tuple[int, str] | None:
+    """The constant trip count of ``for _ in range(N)`` and the text of N, when N is a literal or a
+    name/attribute assigned one integer literal in the file."""
+    node = loop.node
+    if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
+        return None
+    call = node.iter
+    if not (isinstance(call.func, ast.Name) and call.func.id == "range") or len(call.args) != 1:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and type(arg.value) is int:
+        return arg.value, str(arg.value)
+    if not isinstance(arg, (ast.Name, ast.Attribute)):
+        return None
+    text = ast.unparse(arg)
+    values = ints.get(text, set())
     if len(values) == 1 and None not in values:
-        return values.pop(), text
+        return next(iter(values)), text  # type: ignore[return-value]
     return None
 
 
@@ -450,7 +516,7 @@ class TruncatedSolve(Rule):
             "program, so every check passes while the optimum found does not reproduce when re-simulated "
             "with a converged solve."
         ),
-        example='''
+        example="""
 with tape:
     for _ in range(jacobi_iters):          # 8 sweeps, far from converged
         p_new = wp.empty_like(p)
@@ -458,8 +524,8 @@ with tape:
         p = p_new
     wp.launch(pressure_loss, dim=n, inputs=[p], outputs=[loss])
 tape.backward(loss)
-''',
-        use_instead='''
+""",
+        use_instead="""
 for _ in range(500):                       # converge outside the tape (not recorded)
     wp.launch(jacobi, dim=n, inputs=[p, div], outputs=[p_tmp])
     p, p_tmp = p_tmp, p
@@ -470,10 +536,10 @@ with tape:
         p = p_new
     wp.launch(pressure_loss, dim=n, inputs=[p], outputs=[loss])
 tape.backward(loss)
-''',
+""",
         fix="None: how far to converge and where to warm-start is a modelling decision.",
     )
-    _SOLVE = '''
+    _SOLVE = """
 import warp as wp
 
 
@@ -497,11 +563,11 @@ jacobi_iters = 8
 rhs = wp.ones(n, dtype=float, requires_grad=True)
 loss = wp.zeros(1, dtype=float, requires_grad=True)
 p = wp.zeros(n, dtype=float, requires_grad=True)
-'''
+"""
     VALID = [
         Example(
             _SOLVE
-            + '''
+            + """
 for _ in range(jacobi_iters):
     p_new = wp.zeros(n, dtype=float, requires_grad=True)
     wp.launch(jacobi, dim=n, inputs=[p, rhs], outputs=[p_new])
@@ -512,14 +578,14 @@ with tape:
     wp.launch(jacobi, dim=n, inputs=[p, rhs], outputs=[p_new])
     wp.launch(sum_sq, dim=n, inputs=[p_new], outputs=[loss])
 tape.backward(loss)
-''',
+""",
             note="the sweeps run outside the tape; one recorded sweep from the warm start",
         ),
     ]
     INVALID = [
         Example(
             _SOLVE
-            + '''
+            + """
 tape = wp.Tape()
 with tape:
     for _ in range(jacobi_iters):  # expect: WF602
@@ -528,14 +594,20 @@ with tape:
         p = p_new
     wp.launch(sum_sq, dim=n, inputs=[p], outputs=[loss])
 tape.backward(loss)
-''',
+""",
         ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
+        ints: dict[str, dict[str, set[int | None]]] = {}
         for trace in project.traces:
             for loop in trace.loops.values():
-                count = _trip_count(project.files.get(loop.span.path), loop)
+                src = project.files.get(loop.span.path)
+                if src is None:
+                    continue
+                if src.path not in ints:
+                    ints[src.path] = _int_assignments(src)
+                count = _trip_count(loop, ints[src.path])
                 if count is None or not 2 <= count[0] <= MAX_TRUNCATED:
                     continue
                 for w0, w1 in iterations(trace, loop.id):

@@ -262,11 +262,6 @@ with wp.Tape() as tape:
                         f"where it is not selected, and its adjoint turns into NaN",
                         severity=severity,
                         fix_description=fix,
-                        data={
-                            "kernel": kd.name,
-                            "form": "softplus" if softplus else "if_else",
-                            "select": kind,
-                        },
                         related=((src.span(hazard), "evaluated even when not selected"),),
                     )
                     break
@@ -449,7 +444,6 @@ with wp.Tape() as tape:
                             f"`{ast.unparse(v)}` is zero (NaN gradient); `wp.length({ast.unparse(v)})` has "
                             f"a guarded adjoint",
                             severity=severity,
-                            data={"kernel": kd.name, "operand": ast.unparse(v)},
                         )
                     elif _sum_of_squares(src, node.args[0]) and not _guarded(
                         parents, node, _names(node.args[0])
@@ -461,7 +455,6 @@ with wp.Tape() as tape:
                             severity=severity,
                             fix_safety=FixSafety.NONE,
                             fix_description="guard the zero case or add an epsilon under the root",
-                            data={"kernel": kd.name},
                         )
                 elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
                     div = node.right
@@ -476,7 +469,6 @@ with wp.Tape() as tape:
                             severity=severity,
                             fix_safety=FixSafety.NONE,
                             fix_description="guard the zero case (if norm > eps) or use wp.normalize",
-                            data={"kernel": kd.name},
                         )
 
 
@@ -658,27 +650,25 @@ _CHOICE_CALLS = frozenset(
 
 
 def _manual_argmin(node: ast.If, loop_vars: set[str]) -> str | None:
-    """``if d < best: best = d; idx = j`` inside a loop: the name of the running best."""
+    """``if d < best: best = d`` (optionally ``idx = j``) inside a loop: the running best's name."""
     test = node.test
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     if not isinstance(test.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
         return None
-    sides = [test.left, test.comparators[0]]
-    assigned = {
-        t.id for s in node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)
-    }
-    for side in sides:
-        if isinstance(side, ast.Name) and side.id in assigned:
-            others = assigned - {side.id}
-            picks_index = any(
-                isinstance(s, ast.Assign) and _names(s.value) & loop_vars
-                for s in node.body
-                if isinstance(s, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id in others for t in s.targets)
-            )
-            if picks_index:
+    sides = (test.left, test.comparators[0])
+    assigns = [s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1]
+    for side, other in (sides, sides[::-1]):
+        if not isinstance(side, ast.Name):
+            continue
+        for s in assigns:
+            target = s.targets[0]
+            if isinstance(target, ast.Name) and target.id == side.id and ast.dump(s.value) == ast.dump(other):
                 return side.id
+        if any(isinstance(s.targets[0], ast.Name) and s.targets[0].id == side.id for s in assigns) and any(
+            _names(s.value) & loop_vars for s in assigns
+        ):
+            return side.id
     return None
 
 
@@ -747,7 +737,7 @@ def chamfer(p: wp.array(dtype=wp.vec3), q: wp.array(dtype=wp.vec3), loss: wp.arr
     i = wp.tid()
     best = float(1.0e10)
     k = int(0)
-    for j in range(q.shape[0]):
+    for j in range(8):
         d = wp.length_sq(p[i] - q[j])
         if d < best:  # expect: WF704
             best = d

@@ -132,7 +132,6 @@ with wp.Tape() as tape:
                             src.span(node),
                             f"`wp.adjoint[{var}] = ...` in func_grad `{kd.name}` overwrites the adjoint "
                             f"of `{var}` that other uses of it already accumulated; use `+=`",
-                            data={"func_grad": kd.name, "var": var, "target": kd.target},
                         )
 
 

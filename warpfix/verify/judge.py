@@ -225,7 +225,7 @@ def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> Par
         return ParamVerdict(FAIL, "all-zero", max_rel, 0.0, samples=samples)
     fail_ratios = [s.ad / s.fd for s in failing if s.fd not in (None, 0.0)]
     passing = [s for s in reliable if s.status == PASS and s.fd not in (None, 0.0)]
-    if fail_ratios and not passing:
+    if len(fail_ratios) >= 2 and not passing:  # one sample cannot show that a factor is constant
         med = float(np.median(fail_ratios))
         if med != 0.0 and all(abs(r - med) <= FACTOR_SPREAD * abs(med) for r in fail_ratios):
             return ParamVerdict(FAIL, f"constant factor {_nice_factor(med)}", max_rel, med, samples=samples)

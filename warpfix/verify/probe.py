@@ -1,4 +1,4 @@
-"""Child side of `warpfix verify`: run the user's program under hooks and verify its first iteration.
+"""Child side of `warpfix verify`: run the user's program under hooks and verify its first iterations.
 
 Run as ``python -m warpfix.verify.probe (--script FILE | --module NAME) -- ARGS...`` with
 ``WARPFIX_VERIFY_OUT`` naming the JSON result file (see :mod:`warpfix.verify.runner`).
@@ -8,13 +8,14 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 * hooks ``wp.launch``, ``wp.copy``, ``array.zero_/fill_/assign`` and ``Tape.backward/reset``,
   records every operation of the first training iteration (the *window*), taped or not,
   with frozen arguments, and snapshots every array the first time an operation touches it;
+  then does the same for the next iteration (window 1), where bugs dormant at iteration 0 show;
 * at each ``tape.backward(loss)`` compares the gradient that backward adds to every leaf
   parameter with central FD of that loss, replaying the whole window from the snapshots;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
   Warp's overwrite tracker on the recorded launches (WF905);
-* stops the program when the window ends: a parameter is written from gradient data,
-  a backward reads none of the window's parameters, or a cap is reached.
+* stops the program when window 1 ends (a parameter is written from gradient data, a backward
+  reads none of the window's parameters), or at a cap: verify never runs a whole training.
 """
 
 from __future__ import annotations
@@ -332,7 +333,6 @@ class Tracer:
     # ----------------------------------------------------------------- recording
     def record(self, op: Op) -> None:
         idx = op.index
-        read_ids = {id(i) for i in op.reads}
         for info in op.reads:
             if info.first_read is None:
                 info.first_read = idx
@@ -341,7 +341,7 @@ class Tracer:
         for info in op.writes:
             if op.tape is not None:
                 info.taped_write = True
-            if info.first_read is not None and (info.first_read < idx or id(info) not in read_ids):
+            if info.first_read is not None and info.first_read < idx:
                 if self.is_param_candidate(info) and tainted_in and self.verified:
                     end_window = True
                 info.written_after_read = True
@@ -379,13 +379,13 @@ class Tracer:
         kind: str,
         label: str,
         tape: Any,
-        arrays: list[tuple[Any, bool | None, bool]],
+        arrays: list[tuple[Any, bool, bool]],
         run: Callable[[], Any],
         replay: Callable[[], None],
     ) -> Any:
-        """Run one operation and record it. ``arrays``: (array, may_read, known_write) triples;
-        ``may_read=None`` means "read unless it turns out to be written only"."""
-        if tape is None and not any(self.tracked(a) or (r is not False and a.requires_grad) for a, r, _ in arrays):
+        """Run one operation and record it. ``arrays``: (array, may_read, known_write) triples; a write
+        the caller does not know of is found by a change of the array's contents."""
+        if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, _ in arrays):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
             # result is a constant of the window, captured by the snapshot at the next touch
             return run()
@@ -410,7 +410,7 @@ class Tracer:
                 written = known_write or post != pre[id(info)]
                 if written and info not in writes:
                     writes.append(info)
-                if (may_read or (may_read is None and not known_write)) and info not in reads:
+                if may_read and info not in reads:
                     reads.append(info)
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
@@ -449,7 +449,7 @@ class Tracer:
             if cmd[0] is not None:
                 cmd[0].launch()
 
-        arrays: list[tuple[Any, bool | None, bool]] = []
+        arrays: list[tuple[Any, bool, bool]] = []
         all_args = inputs + outputs
         for arr, pos in self.array_args(all_args):
             if pos is None:
@@ -457,9 +457,8 @@ class Tracer:
                 continue
             is_read, is_write = (flags[pos][1], flags[pos][2]) if flags and pos < len(flags) else (True, False)
             known_write = is_write or pos >= len(inputs)
-            # Warp's read flag misses `a[i] * b` reads, so only "written and not flagged read" means write-only
-            may_read = None if (is_write and not is_read) else True
-            arrays.append((arr, may_read, known_write))
+            # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
+            arrays.append((arr, not (is_write and not is_read), known_write))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
         return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
@@ -593,9 +592,8 @@ class Tracer:
                 self.finish("window-end")
         frame = self.user_frame()
         for info in leaves:
-            if info.name.startswith("array#"):
-                info.name = self.name_of(info.arr, frame) or info.name
-        self.check_integrity(tape, taped_ops, path, line)
+            self.resolve_name(info, frame)
+        self.check_integrity(tape, taped_ops, path, line, frame)
         if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > FD_BUDGET_S:
             self.finish("cap")
         started = time.perf_counter()
@@ -622,7 +620,12 @@ class Tracer:
         return result
 
     # ----------------------------------------------------------------- checks
-    def check_integrity(self, tape: Any, taped_ops: list[Op], path: str, line: int) -> None:
+    def resolve_name(self, info: ArrayInfo, frame: Any) -> None:
+        """Replace a placeholder name by the user's name for the array, if ``frame`` binds it now."""
+        if info.name.startswith("array#"):
+            info.name = self.name_of(info.arr, frame) or info.name
+
+    def check_integrity(self, tape: Any, taped_ops: list[Op], path: str, line: int, frame: Any) -> None:
         """WF902: arrays a taped launch read (and did not write) must be unchanged when backward starts."""
         current: dict[int, int] = {}
         with self.paused():
@@ -634,6 +637,7 @@ class Tracer:
                         current[info.order] = _digest(info.arr)
                     if current[info.order] == op.read_hash[info.order]:
                         continue
+                    self.resolve_name(info, frame)
                     culprit = next(
                         (
                             later
@@ -733,22 +737,26 @@ class Tracer:
         loss_ulp = float(np.spacing(np.abs(loss_dtype(loss_value)))) if math.isfinite(loss_value) else 0.0
         try:
             values: dict[int, np.ndarray] = {}
-            first = self.replay(n_ops, loss, {}, capture=values)
-            second = self.replay(n_ops, loss, {})
-            noise = max(abs(first - loss_value), abs(second - loss_value)) if math.isfinite(first) else math.inf
+            replays = (self.replay(n_ops, loss, {}, capture=values), self.replay(n_ops, loss, {}))
+            worst = max(replays, key=lambda v: abs(v - loss_value) if math.isfinite(v) else math.inf)
+            noise = abs(worst - loss_value) if math.isfinite(worst) else math.inf
             replay_ok = noise <= REPLAY_RTOL * abs(loss_value) + loss_ulp
             out = []
             for info in leaves:
                 out.append(
-                    self.compare_param(info, loss, loss_value, loss_ulp, noise, replay_ok, values, ad[id(info)], n_ops)
-                )
+                    self.compare_param(info, loss, loss_value, loss_ulp, noise, worst, replay_ok, values,
+                                       ad[id(info)], n_ops)
+                )  # fmt: skip
         finally:
             self.restore(infos, checkpoint)
         first_record = self.verified[0] if self.verified else None
         for info, res in zip(leaves, out, strict=True):
             earlier = first_record.params.get(info.order) if first_record else None
             if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
-                res["reason"] = f"{res['signature']} mismatch at a later window while the first window agrees"
+                res["reason"] = (
+                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
+                    "each tape differentiates its own window only"
+                )
                 res["signature"] = "cross-window"
             self.emit_param_findings(info, res, path, line)
         return out
@@ -760,6 +768,7 @@ class Tracer:
         loss_value: float,
         loss_ulp: float,
         noise: float,
+        replayed: float,
         replay_ok: bool,
         values: dict[int, np.ndarray],
         grad: np.ndarray,
@@ -768,7 +777,7 @@ class Tracer:
         base = {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": ""}
         if not replay_ok:
             reason = (
-                f"{judge.NOISE}: replaying the iteration gives loss {noise + loss_value:.7g} instead of "
+                f"{judge.NOISE}: replaying the iteration gives loss {replayed:.7g} instead of "
                 f"{loss_value:.7g} (nondeterministic forward or state the probe cannot restore)"
             )
             return {**base, "verdict": judge.UNRELIABLE, "reason": reason}

@@ -1,0 +1,64 @@
+"""Register a scanned point set to a model: optimise a translation that minimises the distance
+from every scanned point to its nearest model point (a one-sided chamfer loss)."""
+
+import numpy as np
+import warp as wp
+
+N = 32
+M = 8
+
+
+@wp.kernel
+def chamfer(
+    offset: wp.array(dtype=wp.vec3),
+    scan: wp.array(dtype=wp.vec3),
+    model: wp.array(dtype=wp.vec3),
+    loss: wp.array(dtype=float),
+):
+    i = wp.tid()
+    p = scan[i] + offset[0]
+    best = float(1.0e10)
+    for j in range(M):
+        d = wp.length_sq(p - model[j])
+        if d < best:
+            best = d
+    wp.atomic_add(loss, 0, best)
+
+
+@wp.kernel
+def sgd_step(p: wp.array(dtype=wp.vec3), grad: wp.array(dtype=wp.vec3), lr: float):
+    i = wp.tid()
+    p[i] = p[i] - lr * grad[i]
+
+
+def forward(offset, scan, model, loss):
+    wp.launch(chamfer, dim=N, inputs=[offset, scan, model], outputs=[loss])
+
+
+def setup():
+    rng = np.random.default_rng(6)
+    model_pts = rng.uniform(-1.0, 1.0, (M, 3))
+    scan_pts = model_pts[rng.integers(0, M, N)] + rng.normal(0.0, 0.05, (N, 3)) - np.array([0.3, -0.2, 0.1])
+    scan = wp.array(scan_pts, dtype=wp.vec3)
+    model = wp.array(model_pts, dtype=wp.vec3)
+    offset = wp.zeros(1, dtype=wp.vec3, requires_grad=True)
+    return offset, (scan, model)
+
+
+def main():
+    offset, (scan, model) = setup()
+    tape = wp.Tape()
+    for it in range(3):
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        with tape:
+            forward(offset, scan, model, loss)
+        tape.backward(loss)
+        if it == 0:
+            print(f"loss0 = {loss.numpy()[0]:.6f}")
+        wp.launch(sgd_step, dim=1, inputs=[offset, offset.grad, 0.005])
+        tape.zero()
+        tape.reset()
+
+
+if __name__ == "__main__":
+    main()

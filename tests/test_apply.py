@@ -1,0 +1,187 @@
+"""``warpfix apply``: rewriting files safely, diffs, exit codes, JSON, idempotence."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from warpfix.cli import main
+from warpfix.fsutil import SourceError, read_source, write_source
+
+BUGGY = textwrap.dedent("""\
+    import warp as wp
+
+
+    @wp.kernel
+    def damp(v: wp.array(dtype=wp.vec3), k: wp.array(dtype=float)):
+        i = wp.tid()
+        v[i] *= k[0]  # damping
+
+
+    @wp.kernel
+    def energy(v: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))
+
+
+    v = wp.ones(8, dtype=wp.vec3, requires_grad=True)
+    k = wp.full(1, 0.9, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(damp, dim=8, inputs=[v, k])
+        wp.launch(energy, dim=8, inputs=[v], outputs=[loss])
+    tape.backward(loss)
+""")
+
+FIXED = textwrap.dedent("""\
+    import warp as wp
+
+
+    @wp.kernel
+    def damp(v: wp.array(dtype=wp.vec3), k: wp.array(dtype=float), v_out: wp.array(dtype=wp.vec3)):
+        i = wp.tid()
+        v_out[i] = v[i] * k[0]  # damping
+
+
+    @wp.kernel
+    def energy(v: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, wp.length(v[i]))
+
+
+    v = wp.ones(8, dtype=wp.vec3, requires_grad=True)
+    k = wp.full(1, 0.9, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        v_out = wp.empty_like(v)
+        wp.launch(damp, dim=8, inputs=[v, k, v_out])
+        v = v_out
+        wp.launch(energy, dim=8, inputs=[v], outputs=[loss])
+    tape.backward(loss)
+""")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "main.py").write_text(BUGGY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def apply(*args: str) -> int:
+    return main(["apply", "--no-cache", *args])
+
+
+def test_apply_fixes_then_is_a_no_op(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply(".") == 1
+    assert (project / "main.py").read_text(encoding="utf-8") == FIXED
+    out = capsys.readouterr().out
+    assert "WF401" in out and "WF702" in out and "2 fixes applied in 1 file" in out
+    assert apply(".") == 0
+    assert (project / "main.py").read_text(encoding="utf-8") == FIXED
+    assert "0 fixes applied" in capsys.readouterr().out
+
+
+def test_diff_writes_nothing(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply("--diff", "main.py") == 1
+    out = capsys.readouterr().out
+    assert out.startswith("--- a/main.py\n+++ b/main.py\n")
+    assert "-    v[i] *= k[0]  # damping\n+    v_out[i] = v[i] * k[0]  # damping\n" in out
+    assert (project / "main.py").read_text(encoding="utf-8") == BUGGY
+
+
+def test_select_limits_the_fixes(project: Path) -> None:
+    assert apply("--select", "WF702", ".") == 1
+    text = (project / "main.py").read_text(encoding="utf-8")
+    assert "wp.length(v[i])" in text and "v[i] *= k[0]" in text
+
+
+def test_json_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply("--format", "json", "--diff", ".") == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["version"] == 1
+    kept = {(e["rule"], e["path"], e["line"], e["kept"]) for e in data["edits"]}
+    assert kept == {("WF401", "main.py", 7, True), ("WF702", "main.py", 13, True)}
+    assert all(set(e) == {"rule", "path", "line", "kept", "reason", "fd_before", "fd_after"} for e in data["edits"])
+    assert data["findings"] == []
+
+
+def test_line_endings_bom_and_mode_are_kept(project: Path) -> None:
+    path = project / "main.py"
+    path.write_bytes(b"\xef\xbb\xbf" + BUGGY.replace("\n", "\r\n").encode("utf-8"))
+    path.chmod(0o754)
+    assert apply(".") == 1
+    data = path.read_bytes()
+    assert data == b"\xef\xbb\xbf" + FIXED.replace("\n", "\r\n").encode("utf-8")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o754
+    assert [p.name for p in project.iterdir() if p.name.startswith(".warpfix-")] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("broken.py", b"import warp as wp\ndef (:\n", "syntax error"),
+        ("latin.py", b"import warp as wp\nx = '\xe9'\n", "not valid UTF-8"),
+    ],
+)
+def test_bad_input_touches_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes, message: str
+) -> None:
+    (project / name).write_bytes(content)
+    assert apply(".") == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert (project / "main.py").read_text(encoding="utf-8") == BUGGY
+    assert (project / name).read_bytes() == content
+
+
+def test_missing_path(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply("main.py", "nowhere.py") == 2
+    assert capsys.readouterr().err == "warpfix: nowhere.py: no such file or directory\n"
+    assert (project / "main.py").read_text(encoding="utf-8") == BUGGY
+
+
+def test_command_without_check_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply(".", "--", "python", "main.py") == 2
+    assert "only used with --check" in capsys.readouterr().err
+
+
+def test_check_needs_a_command(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert apply("--check", ".") == 2
+    assert "--check needs the program" in capsys.readouterr().err
+
+
+def test_unsafe_fixes_need_the_flag(project: Path) -> None:
+    path = project / "main.py"
+    path.write_text(BUGGY.replace("@wp.kernel\ndef energy", "@wp.kernel(enable_backward=False)\ndef energy"),
+                    encoding="utf-8")
+    assert apply("--select", "WF202", ".") == 0
+    assert "enable_backward=False" in path.read_text(encoding="utf-8")
+    assert apply("--select", "WF202", "--unsafe-fixes", ".") == 1
+    assert "enable_backward" not in path.read_text(encoding="utf-8")
+
+
+def test_write_source_refuses_a_file_changed_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n", encoding="utf-8")
+    original = read_source(str(path))
+    path.write_text("x = 2\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="changed on disk"):
+        write_source(original, "x = 3\n")
+    assert path.read_text(encoding="utf-8") == "x = 2\n"
+
+
+def test_write_source_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real.py"
+    real.write_text("x = 1\n", encoding="utf-8")
+    link = tmp_path / "link.py"
+    os.symlink(real, link)
+    write_source(read_source(str(link)), "x = 2\n")
+    assert link.is_symlink() and real.read_text(encoding="utf-8") == "x = 2\n"

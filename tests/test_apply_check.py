@@ -1,0 +1,95 @@
+"""``warpfix apply --check``: edits are kept only when the verifier proves them (fake verifier here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_apply import BUGGY, FIXED
+from warpfix.apply import Selection, check_fixes, judge
+from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport
+
+
+class FakeVerify:
+    """FD fails while the kernel still multiplies in place; the loss is whatever ``loss_of`` says."""
+
+    def __init__(self, loss_of=lambda text: 12.47, error: str | None = None) -> None:
+        self.loss_of = loss_of
+        self.error = error
+        self.calls: list[tuple[list[str], str]] = []
+
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
+        self.calls.append((cmd, cwd))
+        if self.error:
+            return VerifyReport(error=self.error)
+        text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
+        buggy = "v[i] *= k[0]" in text
+        param = ParamResult("k", "fail" if buggy else "pass", "dense" if buggy else "", 0.5 if buggy else 1e-4, None)
+        return VerifyReport(backwards=[BackwardResult("main.py:23", self.loss_of(text), [param])])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "main.py").write_text(BUGGY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_proven_edit_is_kept(project: Path) -> None:
+    verify = FakeVerify()
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False), verify=verify)
+    assert result.errors == []
+    edits = {e.finding.rule: e for e in result.edits}
+    assert edits["WF401"].kept and edits["WF401"].reason == "loss unchanged; FD agreement now passes"
+    assert edits["WF401"].fd_before["verdict"] == "fail" and edits["WF401"].fd_after["verdict"] == "pass"
+    assert edits["WF702"].kept  # FD already passed with WF401 fixed: proven harmless
+    assert result.changed == {"main.py": FIXED}
+    assert all(cwd != str(project) for _, cwd in verify.calls)  # only scratch copies ran
+    assert (project / "main.py").read_text(encoding="utf-8") == BUGGY  # nothing written here
+
+
+def test_edit_that_changes_the_loss_is_dropped(project: Path) -> None:
+    verify = FakeVerify(loss_of=lambda text: 12.47 if "v[i] *= k[0]" in text else 11.0)
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False), verify=verify)
+    wf401 = next(e for e in result.edits if e.finding.rule == "WF401")
+    assert not wf401.kept and "the loss changed" in wf401.reason
+    assert "v[i] *= k[0]" in result.changed.get("main.py", BUGGY)
+
+
+def test_unverifiable_original_is_an_error(project: Path) -> None:
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False),
+                         verify=FakeVerify(error="no tape.backward was reached"))
+    assert result.errors == ["cannot verify the original program: no tape.backward was reached"]
+    assert result.changed == {}
+
+
+def test_cli_check_writes_only_proven_files(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import warpfix.verify
+
+    monkeypatch.setattr(warpfix.verify, "run_verify", FakeVerify())
+    from warpfix.cli import main
+
+    assert main(["apply", "--no-cache", "--format", "json", "--check", ".", "--", "python", "main.py"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    wf401 = next(e for e in data["edits"] if e["rule"] == "WF401")
+    assert wf401["kept"] and wf401["fd_before"]["verdict"] == "fail" and wf401["fd_after"]["verdict"] == "pass"
+    assert (project / "main.py").read_text(encoding="utf-8") == FIXED
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "kept", "why"),
+    [
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.0 + 1e-6]}, True, "now passes"),
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "fail", "losses": [1.0]}, False, "still disagrees"),
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.1]}, False, "loss changed"),
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.0, 2.0]}, False, "number of"),
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "error", "error": "crash", "losses": []}, False, "crash"),
+        ({"verdict": "pass", "losses": [1.0]}, {"verdict": "unreliable", "losses": [1.0]}, False, "unreliable"),
+    ],
+)
+def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
+    ok, reason = judge(before, after)
+    assert ok is kept and why in reason
