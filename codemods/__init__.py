@@ -21,7 +21,9 @@ from codemods.wf501_retain_grad import DropRetainGrad
 from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
 from codemods.wf701_where import SafeSelect
 from codemods.wf702_length import UseLength
+from codemods.wf703_straight_through import StraightThrough
 from codemods.wf801_adjoint_accumulate import AdjointAccumulate
+from codemods.wf803_reversible_increment import ReversibleIncrement
 
 __all__ = ["COMMANDS", "FindingCommand", "NotApplicable"]
 
@@ -41,7 +43,9 @@ _ALL: tuple[type[FindingCommand], ...] = (
     DeleteDuplicateLaunch,
     SafeSelect,
     UseLength,
+    StraightThrough,
     AdjointAccumulate,
+    ReversibleIncrement,
 )
 
 COMMANDS: dict[str, type[FindingCommand]] = {rule: cmd for cmd in _ALL for rule in cmd.RULES}

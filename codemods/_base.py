@@ -193,6 +193,14 @@ class FindingCommand(VisitorBasedCodemodCommand):
             edit.replace = strip
         edit.before.extend(stmts)
 
+    def insert_definitions(self, anchor: cst.FunctionDef | cst.ClassDef, defs: Sequence[cst.BaseStatement]) -> None:
+        """Put module-level definitions just before ``anchor``, two blank lines around each."""
+        blank = [cst.EmptyLine(), cst.EmptyLine()]
+        self.insert_before(anchor, [defs[0], *(d.with_changes(leading_lines=blank) for d in defs[1:])])
+        edit = self._edit(anchor)
+        previous = edit.replace
+        edit.replace = lambda node: (previous(node) if previous else node).with_changes(leading_lines=blank)
+
     def insert_after(self, anchor: cst.BaseStatement, stmts: Sequence[cst.BaseStatement]) -> None:
         self._edit(anchor).after.extend(stmts)
 

@@ -7,16 +7,20 @@ gradient. The rewrite gives the kernel a separate output (``a_out``), across fil
   later reads of ``a[...]`` in the kernel read ``a_out[...]``, and ``a_out: <type of a>``
   is appended to the parameters;
 * every launch site (any file): ``a_out = wp.empty_like(<arg>)`` before the launch,
-  ``a_out`` appended to the argument lists (to ``outputs`` when the launch has one, else
-  to ``inputs``: Warp binds their concatenation), and ``<arg> = a_out`` after the launch.
+  ``a_out`` appended to ``outputs`` (``outputs=[a_out]`` added when there is none: Warp
+  binds ``inputs + outputs`` in order), and ``<arg> = a_out`` after the launch.
+
+A store under an ``if`` (a clamp: ``if x[i] > c: x[i] = c``) is handled too: the
+output is first initialised from the input (``x_out[i] = x[i]`` just before the ``if``)
+and every store of the ``if`` goes to ``x_out``.
 
 Finding data (all optional, inferred from the span when absent):
 ``kernel`` -- the kernel's name; ``param`` -- the overwritten array parameter.
 The span must point at the overwriting statement in the kernel body (WF107 reports on a
 struct field: such writes are not rewritable and are skipped with a reason).
 
-Skipped with a reason when not mechanical: the write is conditional or in a loop, the
-parameter is written elsewhere or passed to a call, a launch does not pass literal
+Skipped with a reason when not mechanical: the write is in a loop, stores use different
+indices, the parameter is written outside the statement or passed to a call, a launch does not pass literal
 ``inputs``/``outputs`` lists, an argument is not rebindable (a call, or a parameter of
 the enclosing function whose caller would not see the rebinding), or the kernel is used
 other than as the kernel of a ``wp.launch``.
@@ -24,13 +28,24 @@ other than as the kernel of a ``wp.launch``.
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 
-from codemods._base import FindingCommand, add_keyword, append_item, call_name, dotted, keyword, positional
+from codemods._base import (
+    FindingCommand,
+    add_keyword,
+    append_item,
+    call_name,
+    dotted,
+    keyword,
+    positional,
+    target_names,
+)
 from warpfix.finding import Finding
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)
@@ -58,6 +73,11 @@ def _store_target(small: cst.CSTNode) -> cst.Subscript | None:
     else:
         return None
     return target if isinstance(target, cst.Subscript) else None
+
+
+def _writes_param(store: cst.CSTNode, param: str) -> bool:
+    target = _store_target(store)
+    return target is not None and isinstance(target.value, cst.Name) and target.value.value == param
 
 
 def _launch_kernel(call: cst.Call) -> cst.BaseExpression | None:
@@ -93,6 +113,8 @@ class KernelOutput(FindingCommand):
         "param": "the overwritten array parameter (default: the store target at the line)",
     }
     CROSS_FILE = True
+    #: what the kernel pass tells the launch passes (in other files too), beyond kernel and parameter
+    extra: dict[str, Any] = {}
 
     @classmethod
     def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
@@ -117,12 +139,14 @@ class KernelOutput(FindingCommand):
         state = self.shared(self.context)
         if self.in_target_file():
             self._plan_kernel()
-            state.update(kernel=self.kernel, param=self.param, index=self.index, out=self.out)
+            state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra)
         elif "kernel" in state:
-            self.kernel, self.param, self.index, self.out = state["kernel"], state["param"], state["index"], state["out"]
-        elif self.data["kernel"] and self.data["param"]:
+            self.kernel, self.param, self.index = state["kernel"], state["param"], state["index"]
+            self.extra = state["extra"]
+        elif self.data["kernel"] and self.data["param"] and self.file and os.path.isfile(self.file):
+            # standalone runs (libcst.tool) visit files in any order: read the signature from disk
             self.kernel, self.param = self.data["kernel"], self.data["param"]
-            self.index, self.out = None, self.data.get("out") or f"{self.param}_out"
+            self.index = _param_index(self.file, self.kernel, self.param)
         else:
             raise SkipFile("the kernel file has not been rewritten first")
         self._plan_launches()
@@ -147,52 +171,79 @@ class KernelOutput(FindingCommand):
         if param not in declared or declared[param].annotation is None:
             raise self.not_applicable(f"{param} is not an annotated kernel parameter")
         body = func.body
-        if not isinstance(body, cst.IndentedBlock) or line not in body.body or len(line.body) != 1:
-            raise self.not_applicable(f"the store to {param} is conditional, in a loop or shares its line")
+        top: cst.CSTNode = line
+        while isinstance(body, cst.IndentedBlock) and self.parent(top) is not body:
+            top = self.parent(top)
+            if isinstance(top, cst.FunctionDef):
+                break
+        if not isinstance(body, cst.IndentedBlock) or top not in body.body or len(line.body) != 1:
+            raise self.not_applicable(f"the store to {param} shares its line or is not in the kernel body")
         if isinstance(small, cst.AugAssign) and type(small.operator) not in _BINARY:
             raise self.not_applicable("unsupported in-place operator")
-
-        position = body.body.index(line)
-        after = {id(n) for s in body.body[position + 1:] for n in self.nodes(s, cst.Subscript)}
-        for name in self.nodes(func.body, cst.Name):
+        for name in self.nodes(body, cst.Name):
             holder = self.parent(name)
             if name.value == param and not (isinstance(holder, cst.Subscript) and holder.value is name):
                 raise self.not_applicable(f"{param} is passed on at line {self.pos(name).start.line}")
-        for store in self.nodes(func.body, (cst.Assign, cst.AugAssign)):
-            other = _store_target(store)
-            if store is not small and other is not None and isinstance(other.value, cst.Name) and (
-                other.value.value == param
-            ):
-                raise self.not_applicable(f"{param} is also written at line {self.pos(store).start.line}")
+        stores = [s for s in self.nodes(body, (cst.Assign, cst.AugAssign)) if _writes_param(s, param)]
+        outside = [s for s in stores if not any(a is top for a in self.ancestors(s)) and s is not small]
+        if outside:
+            raise self.not_applicable(f"{param} is also written at line {self.pos(outside[0]).start.line}")
 
         self.kernel, self.param = func.name.value, param
         self.index = [p.name.value for p in func.params.params].index(param)
-        self.out = self.fresh_name(f"{param}_out", func)
-        out_name = cst.Name(self.out)
-
-        for sub in self.nodes(func.body, cst.Subscript):
-            if id(sub) in after and isinstance(sub.value, cst.Name) and sub.value.value == param:
+        out = self.fresh_name(f"{param}_out", func)
+        out_name = cst.Name(out)
+        if top is not line:
+            self._conditional_stores(top, stores, small, param, out)
+        elif len(stores) != 1:
+            raise self.not_applicable(f"{param} is written more than once")
+        first_end = min((self.pos(s).end.line, self.pos(s).end.column) for s in stores)
+        for sub in self.nodes(body, cst.Subscript):
+            start = (self.pos(sub).start.line, self.pos(sub).start.column)
+            if isinstance(sub.value, cst.Name) and sub.value.value == param and start > first_end:
                 self.replace(sub.value, out_name)
-
-        if isinstance(small, cst.AugAssign):
-            value = small.value
-            if not isinstance(value, _ATOMS):
-                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-            op = _BINARY[type(small.operator)]()
-            new_small = cst.Assign(
-                targets=[cst.AssignTarget(target.with_changes(value=out_name))],
-                value=cst.BinaryOperation(left=target, operator=op, right=value),
-                semicolon=small.semicolon,
-            )
-            self.replace(small, new_small)
-        else:
-            self.replace(target, lambda new: new.with_changes(value=out_name))
+        for store in stores:
+            self._redirect(store, out_name)
 
         annotation = declared[param].annotation
-        new_param = cst.Param(cst.Name(self.out), annotation=annotation)
+        new_param = cst.Param(out_name, annotation=annotation)
         self.replace(func.params, lambda new: new.with_changes(
             params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
         ))
+
+    def _conditional_stores(
+        self, top: cst.CSTNode, stores: list[cst.CSTNode], small: cst.CSTNode, param: str, out: str
+    ) -> None:
+        """Stores under an ``if``: initialise the output from the input just before it."""
+        if not isinstance(top, cst.If):
+            raise self.not_applicable(f"the store to {param} is in a loop")
+        if any(self.enclosing(s, (cst.For, cst.While)) for s in stores):
+            raise self.not_applicable(f"the store to {param} is in a loop")
+        if any(isinstance(s, cst.AugAssign) for s in stores) and len(stores) > 1:
+            raise self.not_applicable(f"{param} is updated in place and written again")
+        indices = {self.code(_store_target(s).slice[0]) if len(_store_target(s).slice) == 1 else None for s in stores}
+        if len(indices) != 1 or None in indices:
+            raise self.not_applicable(f"the stores to {param} use different indices")
+        index = indices.pop()
+        bound = {n for a in self.nodes(top, cst.AssignTarget) for n in target_names(a.target)}
+        if bound & {n.value for n in self.nodes(_store_target(small).slice[0], cst.Name)}:
+            raise self.not_applicable(f"the index of {param} is computed inside the if")
+        self.insert_before(top, [self.statement(f"{out}[{index}] = {param}[{index}]\n")])
+
+    def _redirect(self, store: cst.CSTNode, out_name: cst.Name) -> None:
+        """``a[i] op= v`` -> ``a_out[i] = a[i] op (v)``; ``a[i] = v`` -> ``a_out[i] = v``."""
+        target = _store_target(store)
+        if isinstance(store, cst.AugAssign):
+            value = store.value
+            if not isinstance(value, _ATOMS):
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            self.replace(store, cst.Assign(
+                targets=[cst.AssignTarget(target.with_changes(value=out_name))],
+                value=cst.BinaryOperation(left=target, operator=_BINARY[type(store.operator)](), right=value),
+                semicolon=store.semicolon,
+            ))
+        else:
+            self.replace(target, lambda new: new.with_changes(value=out_name))
 
     # -- the launch sites ---------------------------------------------------------------
     def _plan_launches(self) -> None:
@@ -203,7 +254,7 @@ class KernelOutput(FindingCommand):
             holder = self.parent(name)
             if isinstance(holder, cst.Arg) and holder.keyword is name:
                 continue  # `kernel=` keyword
-            if isinstance(holder, (cst.Param, cst.FunctionDef, cst.ImportAlias, cst.AsName, cst.ClassDef)):
+            if isinstance(holder, (cst.Param, cst.FunctionDef, cst.ImportAlias, cst.ImportFrom, cst.AsName, cst.ClassDef)):
                 continue  # a definition or import of the name
             is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
             use = holder if is_attribute else name
@@ -232,7 +283,8 @@ class KernelOutput(FindingCommand):
         args = positional(call)
         return args[index] if len(args) > index else None
 
-    def _plan_launch(self, call: cst.Call) -> None:
+    def launch_parts(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, cst.Arg | None, list[cst.BaseExpression]]:
+        """(the launch's statement, its ``outputs`` argument, the arguments bound in kernel order)."""
         where = f"the launch at line {self.pos(call).start.line}"
         line = self.parent(self.parent(call))
         if not (isinstance(self.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine)
@@ -248,31 +300,40 @@ class KernelOutput(FindingCommand):
             ):
                 raise self.not_applicable(f"{where} does not pass literal inputs/outputs lists")
             bound.extend(e.value for e in holder.value.elements)
-        if self.index is not None and self.index >= len(bound):
-            raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
+        return line, outputs, bound
+
+    def append_output(self, call: cst.Call, outputs: cst.Arg | None, name: str) -> None:
+        """Pass ``name`` as the launch's last argument (the kernel's new last parameter)."""
+        if outputs is not None:
+            self.replace(outputs.value, lambda new: _append_element(new, cst.Name(name)))
+        else:
+            new_list = cst.List([cst.Element(cst.Name(name))])
+            self.replace(call, lambda new: add_keyword(new, "outputs", new_list))
+
+    def _plan_launch(self, call: cst.Call) -> None:
+        line, outputs, bound = self.launch_parts(call)
+        where = f"the launch at line {self.pos(call).start.line}"
         if self.index is None:
-            raise self.not_applicable(f"{where}: parameter position of {self.param} unknown")
+            raise self.not_applicable(f"{where}: kernel {self.kernel} has no parameter {self.param}")
+        if self.index >= len(bound):
+            raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
         arg = bound[self.index]
         self.check_rebindable(arg, line, where)
 
         alias = self.code(call.func.value) if isinstance(call.func, cst.Attribute) else "wp"
         scope = self.enclosing(call, cst.FunctionDef) or self.tree
-        fresh = self.fresh_name(f"{_stem(arg)}_out", scope)
+        fresh = self.fresh_name(f"{self.param}_out", scope)
         text = self.code(arg)
         self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
         self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
-        last = outputs or inputs
-        if last is not None:
-            self.replace(last.value, lambda new: _append_element(new, cst.Name(fresh)))
-        else:
-            new_list = cst.List([cst.Element(cst.Name(fresh))])
-            self.replace(call, lambda new: add_keyword(new, "outputs", new_list))
+        self.append_output(call, outputs, fresh)
 
-
-def _stem(arg: cst.BaseExpression) -> str:
-    """The identifier a new local for ``arg`` is named after (``q`` for ``state.q``, ``states[k]``: ``states``)."""
-    while isinstance(arg, cst.Subscript):
-        arg = arg.value
-    if isinstance(arg, cst.Attribute):
-        return arg.attr.value
-    return arg.value if isinstance(arg, cst.Name) else "array"
+def _param_index(path: str, kernel: str, param: str) -> int | None:
+    """The position of ``param`` in the signature of ``kernel`` as defined in the file at ``path``."""
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == kernel:
+            names = [a.arg for a in node.args.args]
+            return names.index(param) if param in names else None
+    return None

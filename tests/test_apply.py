@@ -61,7 +61,7 @@ FIXED = textwrap.dedent("""\
     tape = wp.Tape()
     with tape:
         v_out = wp.empty_like(v)
-        wp.launch(damp, dim=8, inputs=[v, k, v_out])
+        wp.launch(damp, dim=8, inputs=[v, k], outputs=[v_out])
         v = v_out
         wp.launch(energy, dim=8, inputs=[v], outputs=[loss])
     tape.backward(loss)

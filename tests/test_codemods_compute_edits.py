@@ -86,13 +86,14 @@ def test_kernel_output_rewrites_kernel_and_every_launch_site() -> None:
             y = wp.zeros(n, dtype=float, requires_grad=True)
             with wp.Tape() as tape:
                 # step
-                q_out = wp.empty_like(q)
+                x_out = wp.empty_like(q)
                 wp.launch(
                     kernel=scale,
                     dim=n,
-                    inputs=[q, 2.0, y, q_out],
+                    inputs=[q, 2.0, y],
+                    outputs=[x_out],
                 )
-                q = q_out
+                q = x_out
             return q
     """)
 

@@ -12,6 +12,7 @@ from codemods.wf501_retain_grad import DropRetainGrad
 from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
 from codemods.wf701_where import SafeSelect
 from codemods.wf702_length import UseLength
+from codemods.wf703_straight_through import StraightThrough
 from codemods.wf801_adjoint_accumulate import AdjointAccumulate
 
 
@@ -273,3 +274,46 @@ class TestCloneView(CodemodTest):
     def test_no_view_is_skipped(self) -> None:
         code = "q_view = q\nq_view.zero_()\n"
         self.assertCodemod(code, code, line=2, expected_skip=True)
+
+
+class TestStraightThrough(CodemodTest):
+    TRANSFORM = StraightThrough
+
+    def test_helpers_once_before_the_kernel(self) -> None:
+        before = """
+            import warp as wp
+
+
+            @wp.kernel
+            def quantize(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = wp.floor(x[i]) + wp.floor(2.0 * x[i])
+        """
+        after = """
+            import warp as wp
+
+
+            @wp.func
+            def ste_floor(x: float):
+                return wp.floor(x)
+
+
+            @wp.func_grad(ste_floor)
+            def adj_ste_floor(x: float, adj_ret: float):
+                wp.adjoint[x] += adj_ret
+
+
+            @wp.kernel
+            def quantize(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = ste_floor(x[i]) + wp.floor(2.0 * x[i])
+        """
+        self.assertCodemod(before, after, line=7, column=12)
+
+    def test_existing_helper_is_reused(self) -> None:
+        before = "@wp.func\ndef ste_sign(x: float):\n    return wp.sign(x)\ny = wp.sign(z)\n"
+        after = "@wp.func\ndef ste_sign(x: float):\n    return wp.sign(x)\ny = ste_sign(z)\n"
+        self.assertCodemod(before, after, line=4)
+
+    def test_int_cast_is_skipped(self) -> None:
+        self.assertCodemod("c = int(x)\n", "c = int(x)\n", line=1, expected_skip=True)

@@ -145,6 +145,13 @@ def test_unpinnable_host_noise_is_unreliable_not_fail():
     assert [f.data["array"] for f in report.findings if f.rule == "WF902"] == ["noise"]
 
 
+def test_host_read_of_a_parameter_is_reported():
+    report = verify("python", "host_read.py")
+    p = report.backwards[0].params[0]
+    assert (p.name, p.verdict) == ("k", "pass")
+    assert f"reads `k` on the host at host_read.py:{line_of('host_read.py', 'k.numpy()))')}" in p.reason
+
+
 def test_chaotic_program_is_unreliable_not_fail():
     report = verify("python", "chaotic.py")
     verdicts = params(report)

@@ -81,6 +81,13 @@ def test_json_keeps_the_documented_keys():
     )  # fmt: skip
 
 
+def test_first_iteration_keeps_window_0():
+    r = _report("pass")
+    r.backwards.append(BackwardResult("train.py:51", 1.1, [], window=1))
+    assert [b.loss for b in r.first_iteration] == [1.28]
+    assert [b["window"] for b in r.to_json()["backwards"]] == [0, 1]
+
+
 def test_report_from_probe_payload():
     raw = {
         "backwards": [{"site": "a.py:3", "loss": 2.0, "params": [

@@ -90,20 +90,9 @@ def touches(bufs: Iterable[Buffer], target: Buffer) -> bool:
     return any(same(b, target) for b in bufs)
 
 
-def recorded(ev: Event) -> bool:
-    """Whether a tape records ``ev`` (a launch with ``record_tape=False`` inside ``with tape:`` is not)."""
-    if not ev.tapes:
-        return False
-    if ev.kind == "launch" and isinstance(ev.node, ast.Call):
-        for kw in ev.node.keywords:
-            if kw.arg == "record_tape" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
-                return False
-    return True
-
-
 def tape_of(ev: Event) -> int | None:
     """The innermost tape recording ``ev`` (None when not recorded)."""
-    return ev.tapes[-1].tape if recorded(ev) else None
+    return ev.tapes[-1].tape if ev.recorded else None
 
 
 def runs_with(ev: Event, other: Event) -> bool:

@@ -15,7 +15,6 @@ from warpfix.rules._tapeflow import (
     is_integer_dtype,
     line_ref,
     outputs,
-    recorded,
     same,
     tape_of,
     touches,
@@ -204,7 +203,7 @@ tape.backward(loss)
         carrying: set[int] = set()
         candidates: dict[int, tuple[int, Buffer]] = {}  # buffer id -> (index of the writer, buffer)
         for idx, ev in enumerate(events):
-            if not recorded(ev) or ev.kind not in DIFFERENTIABLE:
+            if not ev.recorded or ev.kind not in DIFFERENTIABLE:
                 continue
             if not any(b.root().requires_grad or b.root().id in carrying for b in true_reads(ev)):
                 continue
@@ -687,7 +686,7 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
     ) -> Iterator[Finding]:
         if value != 1.0 or label not in averaged:
             return  # unknown (an external grad_output), deliberately scaled, or a vector-Jacobian product
-        writers = [e for e in events if recorded(e) and tape_of(e) == tape and touches(outputs(e), owner)]
+        writers = [e for e in events if e.recorded and tape_of(e) == tape and touches(outputs(e), owner)]
         if not writers or all(_is_scalar_reduction(w, owner) for w in writers):
             return
         size = _size_text(events, owner)

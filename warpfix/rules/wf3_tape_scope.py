@@ -18,7 +18,6 @@ from warpfix.rules._tapeflow import (
     contains,
     line_ref,
     outputs,
-    recorded,
     runs_with,
     tape_of,
     true_reads,
@@ -432,7 +431,7 @@ for it in range(20):
                 if scope is None:
                     continue
                 in_scope = [
-                    (j, e) for j, e in enumerate(events[:idx]) if recorded(e) and e.tapes[-1] == scope
+                    (j, e) for j, e in enumerate(events[:idx]) if e.recorded and e.tapes[-1] == scope
                 ]
                 writers = [j for j, e in in_scope if any(b.root().id == loss.id for b in outputs(e))]
                 if not writers:

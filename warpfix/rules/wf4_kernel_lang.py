@@ -16,13 +16,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from warpfix.finding import FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import KernelDef
 from warpfix.model.source import SourceFile
 from warpfix.rules.base import Example, Rule, RuleDoc
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from warpfix.model import Project
 
@@ -74,10 +74,16 @@ class TapeReach:
 
     recorded_launches: bool  # the model saw at least one launch recorded on a tape
     taped: set[int] = field(default_factory=set)  # id() of reached KernelDefs
+    no_backward: set[str] = field(default_factory=set)  # files that switch backward code off
 
     def severity(self, kd: KernelDef, rule_severity: Severity) -> Severity | None:
         """The severity to report a finding in ``kd`` with, or None to stay silent."""
-        if kd.options.get("enable_backward") is False:
+        module_opts = kd.options.get("module_options")
+        if (
+            kd.options.get("enable_backward") is False
+            or (isinstance(module_opts, dict) and module_opts.get("enable_backward") is False)
+            or kd.path in self.no_backward
+        ):
             return None
         if id(kd) in self.taped:
             return rule_severity
@@ -106,7 +112,7 @@ def tape_reach(project: Project) -> TapeReach:
         for ev in trace.events:
             if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
                 roots.append(ev.kernel)
-    reach = TapeReach(recorded_launches=bool(roots))
+    reach = TapeReach(recorded_launches=bool(roots), no_backward=_backward_disabled_files(project))
     stack = list(roots)
     while stack:
         kd = stack.pop()
@@ -126,6 +132,33 @@ def tape_reach(project: Project) -> TapeReach:
                 stack.extend(local or cands)
     _REACH_CACHE[:] = [(project, reach)]
     return reach
+
+
+def _backward_disabled_files(project: Project) -> set[str]:
+    """Files whose module body runs ``wp.set_module_options({"enable_backward": False})`` or
+    sets ``wp.config.enable_backward = False``: no adjoint code is compiled for their kernels."""
+    out: set[str] = set()
+    for path, src in project.files.items():
+        for stmt in src.tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Constant)
+                and stmt.value.value is False
+            ):
+                if any(src.warp_name(t) == "config.enable_backward" for t in stmt.targets):
+                    out.add(path)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                call = stmt.value
+                if (
+                    src.is_warp(call.func, "set_module_options")
+                    and call.args
+                    and isinstance(call.args[0], ast.Dict)
+                ):
+                    for k, v in zip(call.args[0].keys, call.args[0].values, strict=False):
+                        if isinstance(k, ast.Constant) and k.value == "enable_backward":
+                            if isinstance(v, ast.Constant) and v.value is False:
+                                out.add(path)
+    return out
 
 
 def kernel_defs(project: Project, *kinds: str) -> Iterator[tuple[KernelDef, SourceFile, ast.FunctionDef]]:
@@ -260,10 +293,12 @@ class Flow:
         for a in args:
             if is_integer_annotation(src, a.annotation):
                 continue
+            # Kernel adjoints reach the caller only through arrays (held directly or in a
+            # struct); a func's adjoints flow back through every parameter.
             if (
                 kd.kind != "kernel"
                 or is_array_annotation(src, a.annotation)
-                or not _is_scalar_ann(src, a.annotation)
+                or _is_struct_ann(src, a.annotation)
             ):
                 self.sources.add(a.arg)
         self.assigns: dict[str, list[ast.expr]] = {}
@@ -376,13 +411,11 @@ class Flow:
         return None
 
 
-def _is_scalar_ann(src: SourceFile, ann: ast.expr | None) -> bool:
-    if ann is None:
-        return True
-    if isinstance(ann, ast.Name):
-        return ann.id in ("float", "int", "bool")
-    name = src.warp_name(ann)
-    return name is not None and name.rpartition(".")[2] in ("float16", "float32", "float64", *_INT_NAMES)
+def _is_struct_ann(src: SourceFile, ann: ast.expr | None) -> bool:
+    """A user type (a ``@wp.struct``): neither a warp type nor a Python builtin scalar."""
+    if ann is None or src.warp_name(ann) is not None:
+        return False
+    return not (isinstance(ann, ast.Name) and ann.id in ("float", "int", "bool"))
 
 
 def _flatten(deps: Deps, node: ast.AST) -> Deps:
@@ -524,7 +557,7 @@ def step(a: wp.array(dtype=float), s: float):
         ),
     ]
 
-    def check(self, project: Project) -> Iterator:
+    def check(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "kernel", "func"):
             severity = reach.severity(kd, self.severity)
@@ -555,7 +588,7 @@ def step(a: wp.array(dtype=float), s: float):
 
 def _stmt_at(fn: ast.FunctionDef, line: int, column: int) -> ast.AugAssign | None:
     for node in function_body_nodes(fn):
-        if isinstance(node, ast.AugAssign) and node.lineno == line and node.col_offset + 1 >= column - 1:
+        if isinstance(node, ast.AugAssign) and node.lineno == line and node.col_offset + 1 == column:
             return node
     return None
 
@@ -571,9 +604,10 @@ def _component_key(src: SourceFile, target: ast.expr) -> tuple[str, str] | None:
     while True:
         if isinstance(node, ast.Subscript):
             try:
-                parts.append(repr(ast.literal_eval(node.slice)))
+                index = ast.literal_eval(node.slice)
             except (ValueError, TypeError, SyntaxError):
                 return None
+            parts.extend(repr(i) for i in reversed(index if isinstance(index, tuple) else (index,)))
             node = node.value
         elif isinstance(node, ast.Attribute) and node.attr in _COMPONENT_ATTRS:
             parts.append(repr(_COMPONENT_ATTRS[node.attr]))
@@ -806,7 +840,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator:
+    def check(self, project: Project) -> Iterator[Finding]:
         if _project_overwrites(project):
             return
         for kd, src, fn, severity in iter_taped(project, self.severity):
@@ -899,7 +933,9 @@ def _array_of_composite(src: SourceFile, ann: ast.expr) -> bool:
 _LINEAR_CALLS = frozenset(
     {
         "float", "float16", "float32", "float64", "add", "sub", "neg", "pos", "min", "max",
-        "atomic_add", "atomic_sub", "copy", "transpose", "static",
+        "atomic_add", "atomic_sub", "copy", "transpose", "static", "extract",
+        "tile_store", "tile_atomic_add", "tile_sum", "tile_transpose", "tile_broadcast", "tile_reshape",
+        "tile_squeeze", "tile_view", "tile", "untile", "tile_astype",
     }
     | _COMPOSITE_CTORS
 )  # fmt: skip
@@ -1083,8 +1119,9 @@ class DynamicLoopCarry(Rule):
             "non-linearly after the loop (`s / norm`)."
         ),
         why=(
-            "Backward does not replay dynamic loops: adjoints inside the loop see the final value of "
-            "every carried local, and code after the loop sees its value from before the loop. The "
+            "Backward does not record dynamic loops: it re-runs each iteration in place, so an "
+            "adjoint inside the loop reads every carried local after that iteration updated it, and "
+            "code after the loop sees the local's value from before the loop. The "
             "product of `x = [2, 2, 2]` gets gradient `[32, 8, 2]` instead of `[4, 4, 4]`; "
             "`sum / norm` gets inf. Additive accumulation (`s += f(x[j])`) and static loops are fine."
         ),
@@ -1193,7 +1230,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator:
+    def check(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "kernel", "func"):
             severity = reach.severity(kd, self.severity)
@@ -1212,12 +1249,14 @@ with wp.Tape() as tape:
                 elif h.after:
                     why = (
                         f"`{h.carried}` is computed by the dynamic loop at line {loop_line}; backward does "
-                        f"not replay that loop, so the adjoint of `{code}` reads a stale `{h.carried}`"
+                        f"not replay that loop before this code, so the adjoint of `{code}` reads "
+                        f"`{h.carried}` as it was before the loop"
                     )
                 else:
                     why = (
                         f"the adjoint of `{code}` reads `{h.carried}`, which the dynamic loop at line "
-                        f"{loop_line} carries across iterations; backward sees only its final value"
+                        f"{loop_line} updates on every iteration; backward re-runs the iteration in place "
+                        f"and reads `{h.carried}` after the update, not the value the forward pass used"
                     )
                 yield self.finding(
                     src.span(h.stmt),

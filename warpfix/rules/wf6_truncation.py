@@ -16,7 +16,6 @@ from warpfix.rules._tapeflow import (
     iterations,
     line_ref,
     outputs,
-    recorded,
     tape_of,
     true_reads,
 )
@@ -351,7 +350,7 @@ def _params(window: list[Event]) -> dict[int, Buffer]:
     read: dict[int, Buffer] = {}
     written: set[int] = set()
     for ev in window:
-        if recorded(ev) and ev.kind in DIFFERENTIABLE:
+        if ev.recorded and ev.kind in DIFFERENTIABLE:
             for b in true_reads(ev):
                 root = b.root()
                 if root.requires_grad and root.grad_of is None:
@@ -383,11 +382,11 @@ def _carried(first: list[Event], second: list[Event]) -> tuple[Event, list[Buffe
     intermediate whose second-window writer the model did not see."""
     tainted: set[int] = set()
     for ev in first:
-        _propagate(ev, tainted, seed=recorded(ev) and ev.kind in DIFFERENTIABLE)
+        _propagate(ev, tainted, seed=ev.recorded and ev.kind in DIFFERENTIABLE)
     for ev in second:
         if ev.kind == "launch" and ev.kernel is None:
             return None  # a kernel the model cannot see may rewrite the state: no verdict
-        if recorded(ev) and ev.kind in DIFFERENTIABLE:
+        if ev.recorded and ev.kind in DIFFERENTIABLE:
             hit = [
                 b
                 for b in true_reads(ev)
@@ -636,7 +635,7 @@ def _warm_started(before: list[Event], launch: Event, param: str) -> bool:
     start = launch.binding[param].root().id
     for ev in reversed(before):
         if any(b.root().id == start for b in outputs(ev)):
-            return ev.kind == "launch" and not recorded(ev) and ev.kernel is launch.kernel
+            return ev.kind == "launch" and not ev.recorded and ev.kernel is launch.kernel
     return False
 
 
@@ -644,10 +643,10 @@ def _self_feeding(events: list[Event], w0: Window, w1: Window) -> tuple[Event, s
     """A recorded launch site of the loop body that, in the second iteration, reads what it wrote in
     the first at a different index (a stencil or coupling), for exactly one solution array, on a tape
     that is later differentiated."""
-    first = {e.span: e for e in events[w0.start : w0.stop] if e.kind == "launch" and recorded(e) and e.kernel}
+    first = {e.span: e for e in events[w0.start : w0.stop] if e.kind == "launch" and e.recorded and e.kernel}
     for ev in events[w1.start : w1.stop]:
         prev = first.get(ev.span)
-        if ev.kind != "launch" or not recorded(ev) or prev is None or ev.kernel is None:
+        if ev.kind != "launch" or not ev.recorded or prev is None or ev.kernel is None:
             continue
         written = {b.root().id: p for p, b in prev.binding.items() if prev.kernel.params[p].written}
         fed = {

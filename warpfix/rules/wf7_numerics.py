@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.source import SourceFile
@@ -21,7 +22,6 @@ from warpfix.rules.wf4_kernel_lang import (
     iter_taped,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from warpfix.model import Project
 
@@ -659,8 +659,8 @@ def _manual_argmin(node: ast.If, loop_vars: set[str]) -> str | None:
     sides = (test.left, test.comparators[0])
     assigns = [s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1]
     for side, other in (sides, sides[::-1]):
-        if not isinstance(side, ast.Name):
-            continue
+        if not isinstance(side, ast.Name) or not _names(other):
+            continue  # a clamp against a constant (`if v < 0.0: v = 0.0`) chooses nothing
         for s in assigns:
             target = s.targets[0]
             if isinstance(target, ast.Name) and target.id == side.id and ast.dump(s.value) == ast.dump(other):

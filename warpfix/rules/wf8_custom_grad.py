@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.source import SourceFile
@@ -21,7 +22,6 @@ from warpfix.rules.wf4_kernel_lang import (
     tape_reach,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from warpfix.model import Project
 

@@ -83,6 +83,7 @@ class ArrayInfo:
     written_after_read: bool = False
     tainted: bool = False
     is_grad: bool = False
+    span: tuple[Any, int, int] | None = None  # memory range, to find writes through aliases
 
 
 @dataclass(eq=False)
@@ -102,6 +103,15 @@ class Op:
 
 
 @dataclass
+class ReplayPlan:
+    """What every FD replay of one backward does: the operations, what to restore, where leaves are read."""
+
+    n_ops: int
+    restore: list[ArrayInfo]
+    leaves_at: dict[int, list[ArrayInfo]]  # op index -> leaves first read there
+
+
+@dataclass
 class BackwardRecord:
     """The verdicts of a compared backward, kept to recognise cross-window mismatches."""
 
@@ -117,22 +127,20 @@ def _flat(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
-def _mem_range(arr: Any) -> tuple[int, int]:
-    import warp as wp  # noqa: PLC0415
+def _mem_range(arr: Any) -> tuple[Any, int, int] | None:
+    """(device, first byte, end byte) of the memory an array view spans; None without memory."""
+    if arr.ptr is None:
+        return None
+    from warp._src.types import type_size_in_bytes  # noqa: PLC0415
 
-    itemsize = wp._src.types.type_size_in_bytes(arr.dtype)
     last = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides, strict=True))
-    return arr.ptr, arr.ptr + last + itemsize
+    return arr.device, arr.ptr, arr.ptr + last + type_size_in_bytes(arr.dtype)
 
 
-def _overlap(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if a.ptr is None or b.ptr is None or a.device != b.device:
+def _overlap(a: tuple[Any, int, int] | None, b: tuple[Any, int, int] | None) -> bool:
+    if a is None or b is None or a[0] != b[0]:
         return False
-    lo1, hi1 = _mem_range(a)
-    lo2, hi2 = _mem_range(b)
-    return lo1 < hi2 and lo2 < hi1
+    return a[1] < b[2] and b[1] < a[2]
 
 
 class Tracer:
@@ -162,6 +170,8 @@ class Tracer:
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
         self.tracker_read: set[int] = set()
         self.host_grad_read = False
+        # id -> (array, site, op count) of requires_grad arrays the program reads on the host
+        self.host_reads: dict[int, tuple[Any, str, int]] = {}
         self.error: str | None = None
         self.stopped = ""
         self.orig: dict[str, Any] = {}
@@ -248,7 +258,7 @@ class Tracer:
             h = _digest(arr)
         order = len(self.arrays)
         name = (self.name_of(arr, frame) if arr.requires_grad else None) or f"array#{order}{list(arr.shape)}"
-        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h)
+        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr))
         info.is_grad = id(arr) in self.grads and self.grads[id(arr)] is arr
         info.tainted = info.is_grad
         self.arrays[id(arr)] = info
@@ -262,7 +272,10 @@ class Tracer:
         if (info is not None and info.arr is arr) or self.grads.get(id(arr)) is arr:
             return True
         # memory that arr does not own (a view, a `ptr=` alias) may belong to a traced array
-        return arr.deleter is None and any(_overlap(arr, i.arr) for i in self.arrays.values())
+        if arr.deleter is not None:
+            return False
+        span = _mem_range(arr)
+        return any(_overlap(span, i.span) for i in self.arrays.values())
 
     def freeze(self, v: Any) -> Any:
         """A copy of a launch argument that later host-side changes cannot reach (arrays by reference)."""
@@ -309,15 +322,19 @@ class Tracer:
             saved_opt = codegen.options.get("verify_autograd_array_access")
             codegen.log_warning = captured.append
             codegen.options["verify_autograd_array_access"] = True
+            live = module._get_live_kernels()
+            saved_hashes = [(k, getattr(k, "hash", None)) for k in live]  # the analysis build re-hashes them
             try:
-                hasher = ctx.ModuleHasher(module._get_live_kernels(), opts)
+                hasher = ctx.ModuleHasher(live, opts)
                 ctx.ModuleBuilder(module, opts, hasher=hasher, target=None)
                 flags = [(a.label, bool(a.is_read), bool(a.is_write)) for a in kernel.adj.args]
-                for k in module._get_live_kernels():
+                for k in live:
                     self.flags.setdefault(id(k), [(a.label, bool(a.is_read), bool(a.is_write)) for a in k.adj.args])
             except Exception:  # noqa: BLE001 - flags are an optimisation; fall back to hashing
                 flags = None
             finally:
+                for k, h in saved_hashes:
+                    k.hash = h
                 codegen.log_warning = saved_log
                 if saved_opt is None:
                     codegen.options.pop("verify_autograd_array_access", None)
@@ -546,8 +563,12 @@ class Tracer:
         return self.traced_op(kind, f"array.{kind}_", None, [(arr, False, True)], lambda: orig(arr, *value), replay)
 
     def on_numpy(self, orig: Callable, arr: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.tracing() and id(arr) in self.grads and self.grads[id(arr)] is arr:
-            self.host_grad_read = True
+        if self.tracing():
+            if self.grads.get(id(arr)) is arr:
+                self.host_grad_read = True
+            elif arr.requires_grad and id(arr) not in self.host_reads:
+                path, line = self.site()
+                self.host_reads[id(arr)] = (arr, f"{path}:{line}", len(self.ops))
         return orig(arr, *args, **kwargs)
 
     def on_reset(self, orig: Callable, tape: Any) -> Any:
@@ -642,7 +663,7 @@ class Tracer:
                         (
                             later
                             for later in self.ops[op.index + 1 :]
-                            if any(_overlap(w.arr, info.arr) for w in later.writes)
+                            if any(w is info or _overlap(w.span, info.span) for w in later.writes)
                         ),
                         None,
                     )
@@ -699,30 +720,27 @@ class Tracer:
             copy(self.nograd(info.arr), snap)
 
     def replay(
-        self, n_ops: int, loss: Any, perturb: dict[int, np.ndarray], capture: dict[int, np.ndarray] | None = None
+        self,
+        plan: ReplayPlan,
+        loss: Any,
+        perturb: dict[int, np.ndarray],
+        capture: dict[int, np.ndarray] | None = None,
     ) -> float:
-        """Restore the window's snapshots and replay its first ``n_ops`` operations; return the loss.
+        """Restore the window's snapshots and replay its operations up to the backward; return the loss.
 
         ``perturb`` maps a leaf's order to a flat delta added right before its first read;
         ``capture`` receives each leaf's flat value at that point.
         """
-        infos = sorted(self.arrays.values(), key=lambda i: i.order)
-        # arrays the window writes, and every parameter (an earlier replay may have perturbed it)
-        dirty = {id(w) for op in self.ops[:n_ops] for w in op.writes}
-        dirty |= {id(i) for i in infos if i.order in perturb or self.is_param_candidate(i)}
-        self.restore([i for i in infos if id(i) in dirty])
-        at: dict[int, list[ArrayInfo]] = {}
-        for info in infos:
-            if info.first_read is not None and (info.order in perturb or capture is not None):
-                at.setdefault(info.first_read, []).append(info)
-        for op in self.ops[:n_ops]:
-            for info in at.get(op.index, ()):
+        self.restore(plan.restore)
+        for op in self.ops[: plan.n_ops]:
+            for info in plan.leaves_at.get(op.index, ()):
                 if capture is not None:
                     capture[info.order] = _flat(info.arr.numpy()).copy()
                 if info.order in perturb:
                     cur = info.arr.numpy()
                     new = (_flat(cur) + perturb[info.order]).astype(cur.dtype).reshape(cur.shape)
-                    self.orig["copy"](self.nograd(info.arr), self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device))
+                    src = self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device)
+                    self.orig["copy"](self.nograd(info.arr), src)
             op.replay()
         return float(np.asarray(loss.numpy(), dtype=np.float64).reshape(-1)[0])
 
@@ -733,11 +751,16 @@ class Tracer:
         n_ops = len(self.ops)
         infos = sorted(self.arrays.values(), key=lambda i: i.order)
         checkpoint = {id(i): wp.clone(i.arr, requires_grad=False) for i in infos}
+        # a replay restores what the window writes and every parameter (an earlier replay perturbed it)
+        written = {id(w) for op in self.ops for w in op.writes}
+        plan = ReplayPlan(n_ops, [i for i in infos if id(i) in written or self.is_param_candidate(i)], {})
+        for info in leaves:
+            plan.leaves_at.setdefault(info.first_read, []).append(info)
         loss_dtype = np.float64 if loss.dtype == wp.float64 else np.float32
         loss_ulp = float(np.spacing(np.abs(loss_dtype(loss_value)))) if math.isfinite(loss_value) else 0.0
         try:
             values: dict[int, np.ndarray] = {}
-            replays = (self.replay(n_ops, loss, {}, capture=values), self.replay(n_ops, loss, {}))
+            replays = (self.replay(plan, loss, {}, capture=values), self.replay(plan, loss, {}))
             worst = max(replays, key=lambda v: abs(v - loss_value) if math.isfinite(v) else math.inf)
             noise = abs(worst - loss_value) if math.isfinite(worst) else math.inf
             replay_ok = noise <= REPLAY_RTOL * abs(loss_value) + loss_ulp
@@ -745,12 +768,19 @@ class Tracer:
             for info in leaves:
                 out.append(
                     self.compare_param(info, loss, loss_value, loss_ulp, noise, worst, replay_ok, values,
-                                       ad[id(info)], n_ops)
+                                       ad[id(info)], plan)
                 )  # fmt: skip
         finally:
             self.restore(infos, checkpoint)
         first_record = self.verified[0] if self.verified else None
         for info, res in zip(leaves, out, strict=True):
+            host = self.host_reads.get(id(info.arr))
+            if host is not None and host[0] is info.arr and host[2] <= n_ops:
+                note = (
+                    f"the program reads `{info.name}` on the host at {host[1]}: values it computes from it there "
+                    "are constants to both autodiff and this FD"
+                )
+                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
             earlier = first_record.params.get(info.order) if first_record else None
             if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
                 res["reason"] = (
@@ -772,7 +802,7 @@ class Tracer:
         replay_ok: bool,
         values: dict[int, np.ndarray],
         grad: np.ndarray,
-        n_ops: int,
+        plan: ReplayPlan,
     ) -> dict[str, Any]:
         base = {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": ""}
         if not replay_ok:
@@ -810,8 +840,8 @@ class Tracer:
                 t = max(c, t_min * c / STEP_LADDER[-1])
                 plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
                 minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
-                lp = self.replay(n_ops, loss, {info.order: plus})
-                lm = self.replay(n_ops, loss, {info.order: minus})
+                lp = self.replay(plan, loss, {info.order: plus})
+                lm = self.replay(plan, loss, {info.order: minus})
                 # the effective step after rounding the perturbed parameter to its dtype
                 t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
                 steps.append(judge.StepResult(t_eff, lp, lm))
@@ -866,6 +896,7 @@ class Tracer:
             self.tape_since = {}
             self.verified = []
             self.host_grad_read = False
+            self.host_reads = {}
         else:
             self.mode = "epilogue"
         self.flush()

@@ -80,6 +80,12 @@ class VerifyReport:
     program_output: str = ""  # tail of the program's stdout/stderr, for error reports
 
     @property
+    def first_iteration(self) -> list[BackwardResult]:
+        """The backwards of the first training iteration (window 0). Later windows run after an
+        optimizer step, so their losses depend on the gradients: compare forwards on these only."""
+        return [b for b in self.backwards if b.window == 0]
+
+    @property
     def exit_code(self) -> int:
         if self.error is not None:
             return 2
