@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from codemods._base import FindingCommand, NotApplicable
 from codemods.wf101_copy_rebind import CopyToRebind
+from codemods.wf102_copy_kernel import CopyKernel
 from codemods.wf103_rotate import RotateBuffers
 from codemods.wf104_fresh_output import FreshOutput
 from codemods.wf105_fresh_fill import FreshFill
@@ -29,6 +30,7 @@ __all__ = ["COMMANDS", "FindingCommand", "NotApplicable"]
 
 _ALL: tuple[type[FindingCommand], ...] = (
     CopyToRebind,
+    CopyKernel,
     RotateBuffers,
     FreshOutput,
     FreshFill,

@@ -193,7 +193,7 @@ class FindingCommand(VisitorBasedCodemodCommand):
             edit.replace = strip
         edit.before.extend(stmts)
 
-    def insert_definitions(self, anchor: cst.FunctionDef | cst.ClassDef, defs: Sequence[cst.BaseStatement]) -> None:
+    def insert_definitions(self, anchor: cst.BaseStatement, defs: Sequence[cst.BaseStatement]) -> None:
         """Put module-level definitions just before ``anchor``, two blank lines around each."""
         blank = [cst.EmptyLine(), cst.EmptyLine()]
         self.insert_before(anchor, [defs[0], *(d.with_changes(leading_lines=blank) for d in defs[1:])])

@@ -148,3 +148,11 @@ def test_console_script_runs(project: Path) -> None:
                           capture_output=True, text=True, cwd=project, env={**os.environ, "NO_COLOR": "1"})
     assert proc.returncode == 1
     assert f"train.py:{BUG_LINE}:5" in proc.stdout and "WF401" in proc.stdout
+
+
+def test_readme_lists_every_rule() -> None:
+    from warpfix.rules import all_rules
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    missing = [r.id for r in all_rules() if f"| {r.id} | {r.name} |" not in readme]
+    assert not missing, f"README.md rule table lacks {missing}"

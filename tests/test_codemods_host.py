@@ -5,6 +5,7 @@ from __future__ import annotations
 from libcst.codemod import CodemodTest
 
 from codemods.wf101_copy_rebind import CopyToRebind
+from codemods.wf102_copy_kernel import CopyKernel
 from codemods.wf103_rotate import RotateBuffers
 from codemods.wf104_fresh_output import FreshOutput
 from codemods.wf105_fresh_fill import FreshFill
@@ -237,3 +238,53 @@ class TestFreshOutputAtLaunch(CodemodTest):
                 wp.launch(step, dim=n, inputs=[states[i % 2]], outputs=[states[(i + 1) % 2]])
         """
         self.assertCodemod(before, after, line=2, arg="states[(i + 1) % 2]")
+
+
+class TestCopyKernel(CodemodTest):
+    TRANSFORM = CopyKernel
+
+    def test_clone_becomes_allocation_and_launch(self) -> None:
+        before = """
+            import warp as wp
+
+
+            def step(x):
+                with tape:
+                    y = wp.clone(x)
+                    wp.launch(k, dim=4, inputs=[x], outputs=[z])
+        """
+        after = """
+            import warp as wp
+            from typing import Any
+
+
+            @wp.kernel
+            def copy_array(src: wp.array(dtype=Any), dst: wp.array(dtype=Any)):
+                i = wp.tid()
+                dst[i] = src[i]
+
+
+            def step(x):
+                with tape:
+                    y = wp.empty_like(x)
+                    wp.launch(copy_array, dim=x.shape, inputs=[x], outputs=[y])
+                    wp.launch(k, dim=4, inputs=[x], outputs=[z])
+        """
+        self.assertCodemod(before, after, line=6)
+
+    def test_assign_with_existing_kernel(self) -> None:
+        before = """
+            @wp.kernel
+            def copy_array(src: wp.array(dtype=Any), dst: wp.array(dtype=Any)):
+                i = wp.tid()
+                dst[i] = src[i]
+            state.q.assign(q_new)
+        """
+        after = """
+            @wp.kernel
+            def copy_array(src: wp.array(dtype=Any), dst: wp.array(dtype=Any)):
+                i = wp.tid()
+                dst[i] = src[i]
+            wp.launch(copy_array, dim=q_new.shape, inputs=[q_new], outputs=[state.q])
+        """
+        self.assertCodemod(before, after, line=5)

@@ -14,6 +14,7 @@ Kernels compiled with ``enable_backward=False`` are never reported.
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -92,14 +93,14 @@ class TapeReach:
         return Severity.WARNING if rule_severity is Severity.ERROR else None
 
 
-_REACH_CACHE: list[tuple[object, TapeReach]] = []
+_REACH_CACHE: list[tuple[weakref.ref, TapeReach]] = []  # the last project checked (rules share it)
 
 
 def tape_reach(project: Project) -> TapeReach:
     """Compute (once per project object) which definitions run under a tape."""
-    for proj, reach in _REACH_CACHE:
-        if proj is project:
-            return reach
+    for ref, cached in _REACH_CACHE:
+        if ref() is project:
+            return cached
     funcs: dict[str, list[KernelDef]] = {}
     customs: dict[str, list[KernelDef]] = {}
     for kd in project.kernels:
@@ -130,7 +131,7 @@ def tape_reach(project: Project) -> TapeReach:
                 cands = funcs.get(name, [])
                 local = [c for c in cands if c.path == kd.path]
                 stack.extend(local or cands)
-    _REACH_CACHE[:] = [(project, reach)]
+    _REACH_CACHE[:] = [(weakref.ref(project), reach)]
     return reach
 
 
@@ -1027,15 +1028,36 @@ def dynamic_loop_hazards(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) ->
             for s in stmts[order[id(loop)] + 1 :]
             if id(s) not in inner_ids and s.lineno > (loop.end_lineno or 0)
         ]
+        # Backward re-runs the iterations in reverse order, each starting from the carried values
+        # of the *forward* iteration with the same rank. A body that uses its loop variable sees
+        # misaligned iterations; one that does not is consistent except for reads of a carried
+        # local that precede its update in the iteration (the adjoint reads the updated value).
+        targets = _names_of(loop.target) if isinstance(loop, ast.For) else set()
+        uses_index = any(
+            isinstance(n, ast.Name) and n.id in targets and isinstance(n.ctx, ast.Load)
+            for s in loop.body
+            for n in ast.walk(s)
+        )
+        last_update = {
+            c: max((i for i, s in enumerate(inner) if c in _stored_names(s)), default=len(inner))
+            for c in carried
+        }
         for stmt_list, is_after in ((inner, False), (after, True)):
-            for stmt in stmt_list:
+            for pos, stmt in enumerate(stmt_list):
                 if id(stmt) in seen:
                     continue
-                hazard = _first_hazard(flow, stmt, carried)
+                live = carried
+                if not is_after and not uses_index and isinstance(loop, ast.For):
+                    live = {c for c in carried if last_update[c] >= pos}
+                hazard = _first_hazard(flow, stmt, live) if live else None
                 if hazard is not None:
                     seen.add(id(stmt))
                     node, name, operand = hazard
                     yield LoopHazard(loop, stmt, node, name, operand, is_after)
+
+
+def _names_of(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _stored_names(stmt: ast.stmt) -> set[str]:
@@ -1119,9 +1141,10 @@ class DynamicLoopCarry(Rule):
             "non-linearly after the loop (`s / norm`)."
         ),
         why=(
-            "Backward does not record dynamic loops: it re-runs each iteration in place, so an "
-            "adjoint inside the loop reads every carried local after that iteration updated it, and "
-            "code after the loop sees the local's value from before the loop. The "
+            "Backward does not record dynamic loops: it re-runs the iterations in reverse order "
+            "without restoring carried locals, so an adjoint inside the loop reads another value of "
+            "them than the forward pass used, and code after the loop sees their value from before "
+            "the loop. The "
             "product of `x = [2, 2, 2]` gets gradient `[32, 8, 2]` instead of `[4, 4, 4]`; "
             "`sum / norm` gets inf. Additive accumulation (`s += f(x[j])`) and static loops are fine."
         ),
@@ -1243,8 +1266,8 @@ with wp.Tape() as tape:
                     when = "after" if h.after else "inside"
                     why = (
                         f"`{code}` {when} the dynamic loop at line {loop_line} is addressed by `{h.carried}`, "
-                        f"which that loop carries; backward does not replay the loop, so the adjoint goes "
-                        f"to the element a stale `{h.carried}` names"
+                        f"which that loop carries; backward does not restore `{h.carried}`, so the adjoint "
+                        f"goes to another element than the forward pass read"
                     )
                 elif h.after:
                     why = (
@@ -1255,8 +1278,9 @@ with wp.Tape() as tape:
                 else:
                     why = (
                         f"the adjoint of `{code}` reads `{h.carried}`, which the dynamic loop at line "
-                        f"{loop_line} updates on every iteration; backward re-runs the iteration in place "
-                        f"and reads `{h.carried}` after the update, not the value the forward pass used"
+                        f"{loop_line} carries from one iteration to the next; backward re-runs the iterations "
+                        f"in reverse order without restoring `{h.carried}`, so it reads another value than "
+                        f"the forward pass used"
                     )
                 yield self.finding(
                     src.span(h.stmt),
