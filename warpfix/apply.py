@@ -150,7 +150,8 @@ def fd_summary(report: Any) -> dict[str, Any]:
         verdict = "unreliable"
     return {
         "verdict": verdict,
-        "losses": [b.loss for b in report.backwards],
+        # later windows start from parameters updated with the (now different) gradient: not comparable
+        "losses": [b.loss for b in report.backwards if getattr(b, "window", 0) == 0],
         "max_rel_err": max(errs) if errs else None,
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
         "runtime_findings": runtime,

@@ -174,5 +174,5 @@ def render_text(result: ApplyResult, *, checked: bool, color: bool, file: io.Tex
     remain = len(result.remaining)
     console.print(
         f"{fixed} fix{'es' if fixed != 1 else ''} applied in {files} file{'s' if files != 1 else ''}; "
-        f"{remain} finding{'s' if remain != 1 else ''} remain" + (" (`warpfix check` lists them)" if remain else "")
+        f"{remain} finding{'s remain' if remain != 1 else ' remains'}" + (" (`warpfix check` lists them)" if remain else "")
     )

@@ -85,11 +85,10 @@ class HostInterpreter:
         self.inlined: set[int] = set()  # ids of FunctionDef nodes inlined from another root
         self.method_index: dict[str, list[tuple[SourceFile, ast.ClassDef, ast.FunctionDef]]] = {}
         for src in files.values():
-            for node in ast.walk(src.tree):
-                if isinstance(node, ast.ClassDef):
-                    for stmt in node.body:
-                        if isinstance(stmt, ast.FunctionDef):
-                            self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
+            for node in src.nodes_of(ast.ClassDef):
+                for stmt in node.body:
+                    if isinstance(stmt, ast.FunctionDef):
+                        self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
         self.effectful = _effectful_functions(files)
         # per-root state
         self.steps = 0
@@ -1039,45 +1038,45 @@ def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
     call, by name) allocate, launch, copy, tape, zero, touch ``.grad`` or enter a ``with`` on a value.
     Everything else is not inlined: its effects on arrays are nil, and skipping it keeps the
     interpretation linear in the size of the code that matters."""
-    defs: dict[str, list[ast.FunctionDef]] = {}
+    defs: dict[str, list[int]] = {}
     calls: dict[int, set[str]] = {}
     direct: set[int] = set()
     for src in files.values():
-        for node in ast.walk(src.tree):
-            if not isinstance(node, ast.FunctionDef):
-                continue
-            defs.setdefault(node.name, []).append(node)
-            names: set[str] = set()
+        for fn in src.nodes_of(ast.FunctionDef):
+            defs.setdefault(fn.name, []).append(id(fn))
+            calls.setdefault(id(fn), set())
+        for node in src.nodes_of(ast.Call, ast.Attribute, ast.With):
             hit = False
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Call):
-                    f = sub.func
-                    wn = src.warp_name(f)
-                    if wn is not None:
-                        hit = hit or wn.rpartition(".")[2] in _EFFECT_WARP
-                    elif isinstance(f, ast.Attribute):
-                        hit = hit or f.attr in _EFFECT_METHODS
-                        names.add(f.attr)
-                    elif isinstance(f, ast.Name):
-                        names.add(f.id)
-                elif isinstance(sub, ast.Attribute) and sub.attr in ("grad", "retain_grad", "requires_grad"):
-                    hit = True
-                elif isinstance(sub, ast.With):
-                    hit = hit or any(not isinstance(i.context_expr, ast.Call) for i in sub.items)
-            calls[id(node)] = names
-            if hit:
-                direct.add(id(node))
+            called: str | None = None
+            if isinstance(node, ast.Call):
+                f = node.func
+                wn = src.warp_name(f)
+                if wn is not None:
+                    hit = wn.rpartition(".")[2] in _EFFECT_WARP
+                elif isinstance(f, ast.Attribute):
+                    hit = f.attr in _EFFECT_METHODS
+                    called = f.attr
+                elif isinstance(f, ast.Name):
+                    called = f.id
+            elif isinstance(node, ast.Attribute):
+                hit = node.attr in ("grad", "retain_grad", "requires_grad")
+            else:
+                hit = any(not isinstance(i.context_expr, ast.Call) for i in node.items)
+            if not hit and called is None:
+                continue
+            for fn in src.enclosing_functions(node):
+                if hit:
+                    direct.add(id(fn))
+                if called is not None:
+                    calls.setdefault(id(fn), set()).add(called)
     effectful = set(direct)
     changed = True
     while changed:
         changed = False
-        for nodes in defs.values():
-            for node in nodes:
-                if id(node) in effectful:
-                    continue
-                if any(id(d) in effectful for callee in calls[id(node)] for d in defs.get(callee, ())):
-                    effectful.add(id(node))
-                    changed = True
+        for fid, names in calls.items():
+            if fid not in effectful and any(d in effectful for n in names for d in defs.get(n, ())):
+                effectful.add(fid)
+                changed = True
     return effectful
 
 

@@ -38,8 +38,8 @@ def _const(node: ast.expr) -> object:
 
 def find_kernels(src: SourceFile) -> Iterator[KernelDef]:
     """Every decorated Warp definition in the file, at any nesting depth."""
-    for node in ast.walk(src.tree):
-        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+    for node in src.nodes_of(ast.FunctionDef, ast.ClassDef):
+        if not node.decorator_list:
             continue
         for dec in node.decorator_list:
             kind, call = _decorator_kind(src, dec)
@@ -87,7 +87,7 @@ class _AccessCollector:
         self.kd = kd
         self.loops: list[LoopKind] = []
         self.read_indices: dict[str, set[str]] = {}
-        self.consts = _module_int_constants(src)
+        self.consts = _module_int_constants(src)  # cached per file
         self.calls: list[tuple[str, list[ast.expr], tuple[LoopKind, ...], ast.Call]] = []
 
     def run(self) -> None:
@@ -255,9 +255,18 @@ class _AccessCollector:
                 self.expr(child.iter)
 
 
+_CONSTANTS: dict[int, tuple[SourceFile, set[str]]] = {}
+
+
 def _module_int_constants(src: SourceFile) -> set[str]:
     """Module-level names bound to int literals or ``wp.constant(...)``: static loop bounds."""
+    hit = _CONSTANTS.get(id(src))
+    if hit is not None and hit[0] is src:
+        return hit[1]
     out: set[str] = set()
+    if len(_CONSTANTS) > 4096:
+        _CONSTANTS.clear()
+    _CONSTANTS[id(src)] = (src, out)
     for stmt in src.tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             value = stmt.value

@@ -21,35 +21,47 @@ class WarpNames:
         return bool(self.modules or self.names)
 
 
-class _ImportVisitor(ast.NodeVisitor):
-    """Collects warp imports anywhere in the file (functions import warp lazily too)."""
-
-    def __init__(self) -> None:
-        self.warp = WarpNames()
-        self.project_imports: list[tuple[str, int, str | None, str | None]] = []  # module, level, name, asname
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            top, _, rest = alias.name.partition(".")
-            if top == "warp":
-                if alias.asname:
-                    self.warp.modules[alias.asname] = rest
-                else:
-                    self.warp.modules["warp"] = ""
-            else:
-                self.project_imports.append((alias.name, 0, None, alias.asname))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        mod = node.module or ""
-        top, _, rest = mod.partition(".")
-        if node.level == 0 and top == "warp":
+def _imports(nodes: list[ast.AST]) -> tuple[WarpNames, list[tuple[str, int, str | None, str | None]]]:
+    """Warp imports anywhere in the file (functions import warp lazily too), and the other imports
+    as (module, level, name, asname) for resolving project modules."""
+    warp = WarpNames()
+    project: list[tuple[str, int, str | None, str | None]] = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
             for alias in node.names:
-                local = alias.asname or alias.name
-                path = f"{rest}.{alias.name}" if rest else alias.name
-                self.warp.names[local] = path
-            return
-        for alias in node.names:
-            self.project_imports.append((mod, node.level, alias.name, alias.asname))
+                top, _, rest = alias.name.partition(".")
+                if top == "warp":
+                    if alias.asname:
+                        warp.modules[alias.asname] = rest
+                    else:
+                        warp.modules["warp"] = ""
+                else:
+                    project.append((alias.name, 0, None, alias.asname))
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            top, _, rest = mod.partition(".")
+            if node.level == 0 and top == "warp":
+                for alias in node.names:
+                    path = f"{rest}.{alias.name}" if rest else alias.name
+                    warp.names[alias.asname or alias.name] = path
+                continue
+            for alias in node.names:
+                project.append((mod, node.level, alias.name, alias.asname))
+    return warp, project
+
+
+def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
+    """All nodes (breadth-first, like ``ast.walk``) and each node's parent, in one pass."""
+    nodes: list[ast.AST] = [tree]
+    parents: dict[int, ast.AST] = {}
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        i += 1
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            nodes.append(child)
+    return nodes, parents
 
 
 @dataclass
@@ -61,13 +73,43 @@ class SourceFile:
     project_imports: list[tuple[str, int, str | None, str | None]]
     module_name: str = ""  # dotted module name relative to the project root ("pkg.sim")
     _lines: list[str] | None = None
+    _nodes: list[ast.AST] | None = None
+    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
+    _by_type: dict[tuple[type, ...], list] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, path: str, text: str, module_name: str = "") -> SourceFile:
         tree = ast.parse(text, filename=path)
-        visitor = _ImportVisitor()
-        visitor.visit(tree)
-        return cls(path, text, tree, visitor.warp, visitor.project_imports, module_name)
+        nodes, parents = _walk(tree)
+        warp, project = _imports(nodes)
+        src = cls(path, text, tree, warp, project, module_name)
+        src._nodes, src.parents = nodes, parents
+        return src
+
+    @property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree in ``ast.walk`` order, computed once (rules walk trees often)."""
+        if self._nodes is None:
+            self._nodes, self.parents = _walk(self.tree)
+        return self._nodes
+
+    def enclosing_functions(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions around ``node``, innermost first."""
+        out = []
+        cur = self.parents.get(id(node))
+        while cur is not None:
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append(cur)
+            cur = self.parents.get(id(cur))
+        return out
+
+    def nodes_of(self, *types: type) -> list:
+        """The nodes of the given types, in ``ast.walk`` order (cached per type tuple)."""
+        hit = self._by_type.get(types)
+        if hit is None:
+            hit = [n for n in self.nodes if isinstance(n, types)]
+            self._by_type[types] = hit
+        return hit
 
     @property
     def lines(self) -> list[str]:
