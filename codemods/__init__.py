@@ -20,6 +20,7 @@ from codemods.wf401_kernel_output import KernelOutput
 from codemods.wf402_component_accumulate import ComponentAccumulate
 from codemods.wf501_retain_grad import DropRetainGrad
 from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
+from codemods.wf601_hoist import HoistWindowTape
 from codemods.wf701_where import SafeSelect
 from codemods.wf702_length import UseLength
 from codemods.wf703_straight_through import StraightThrough
@@ -43,6 +44,7 @@ _ALL: tuple[type[FindingCommand], ...] = (
     ComponentAccumulate,
     DropRetainGrad,
     DeleteDuplicateLaunch,
+    HoistWindowTape,
     SafeSelect,
     UseLength,
     StraightThrough,

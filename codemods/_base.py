@@ -139,9 +139,9 @@ class FindingCommand(VisitorBasedCodemodCommand):
         if edit.replace is not None:
             updated = edit.replace(updated)
         if edit.remove:
-            return cst.FlattenSentinel([*edit.before, *edit.after]) if edit.before or edit.after else (
-                cst.RemovalSentinel.REMOVE
-            )
+            if edit.before or edit.after:
+                return cst.FlattenSentinel([*edit.before, *edit.after])
+            return cst.RemovalSentinel.REMOVE
         if edit.before or edit.after:
             return cst.FlattenSentinel([*edit.before, updated, *edit.after])
         return updated

@@ -20,10 +20,10 @@ The span must point at the overwriting statement in the kernel body (WF107 repor
 struct field: such writes are not rewritable and are skipped with a reason).
 
 Skipped with a reason when not mechanical: the write is in a loop, stores use different
-indices, the parameter is written outside the statement or passed to a call, a launch does not pass literal
-``inputs``/``outputs`` lists, an argument is not rebindable (a call, or a parameter of
-the enclosing function whose caller would not see the rebinding), or the kernel is used
-other than as the kernel of a ``wp.launch``.
+indices, the parameter is written outside that statement or passed to a call, a launch
+does not pass literal ``inputs``/``outputs`` lists, an argument is not rebindable (a call,
+or a parameter of the enclosing function whose caller would not see the rebinding), or
+the kernel is used other than as the kernel of a ``wp.launch``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ _BINARY = {
 }
 
 
-def _is_kernel(func: cst.FunctionDef) -> bool:
+def is_kernel(func: cst.FunctionDef) -> bool:
     for dec in func.decorators:
         node = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
         if (dotted(node) or "").split(".")[-1] == "kernel":
@@ -114,7 +114,7 @@ class KernelOutput(FindingCommand):
     }
     CROSS_FILE = True
     #: what the kernel pass tells the launch passes (in other files too), beyond kernel and parameter
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any]
 
     @classmethod
     def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
@@ -137,6 +137,7 @@ class KernelOutput(FindingCommand):
 
     def plan(self, tree: cst.Module) -> None:
         state = self.shared(self.context)
+        self.extra = {}
         if self.in_target_file():
             self._plan_kernel()
             state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra)
@@ -158,7 +159,7 @@ class KernelOutput(FindingCommand):
         assert target is not None
         line = self.parent(small)
         func = self.enclosing(small, cst.FunctionDef)
-        if func is None or not _is_kernel(func):
+        if func is None or not is_kernel(func):
             raise self.not_applicable("the store is not in a @wp.kernel body")
         if not isinstance(target.value, cst.Name):
             raise self.not_applicable("the store target is not an array parameter (struct field?)")

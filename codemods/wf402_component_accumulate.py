@@ -1,8 +1,10 @@
 """WF402: a component of a local vector/matrix/quaternion assigned with ``=`` again.
 
 Only ``+=``/``-=`` after the first write keep gradients. The later write
-``v[c] = expr`` becomes the accumulation ``v[c] += expr - v[c]``: the same value, and an
-adjoint that flows to ``expr`` only (the old component's contributions cancel).
+``v[c] = expr`` (or ``v.x = expr``) becomes the accumulation ``v[c] += expr - v[c]``: the
+same value, and an adjoint that flows to ``expr`` only (the old component's contributions
+cancel). A reassignment inside a loop is skipped: backward does not replay dynamic loops,
+so the accumulation would not be right there either.
 
 Finding data (optional, checked when given): ``target`` -- the component as written
 (``v[0]``). The span's line holds the later assignment. The unsafe alternative (the
@@ -31,21 +33,28 @@ def _needs_parens(expr: cst.BaseExpression) -> bool:
 
 
 def _component_store(node: cst.Assign) -> bool:
-    return len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript) and (
-        isinstance(node.targets[0].target.value, cst.Name)
-    )
+    """``v[c] = ...`` or ``v.x = ...`` (``x``/``y``/``z``/``w``) on a local name."""
+    if len(node.targets) != 1:
+        return False
+    target = node.targets[0].target
+    if isinstance(target, cst.Attribute) and target.attr.value not in ("x", "y", "z", "w"):
+        return False
+    return isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name)
 
 
 class ComponentAccumulate(FindingCommand):
     DESCRIPTION = "WF402: turn a repeated component assignment into an accumulation."
     RULES = ("WF402",)
-    DATA = {"target": "the component as written, e.g. v[0]"}
+    DATA = {"target": "the component as written, e.g. v[0] or v.x"}
 
     def describe_missing(self) -> str:
-        return "no `v[c] = ...` component assignment"
+        return "no `v[c] = ...` / `v.x = ...` component assignment"
 
     def plan(self, tree: cst.Module) -> None:
         assign = self.on_line(cst.Assign, _component_store)
+        if self.enclosing(assign, (cst.For, cst.While)) is not None:
+            # backward does not replay dynamic loops: an accumulation there is no fix either
+            raise self.not_applicable("the component is reassigned inside a loop")
         target = assign.targets[0].target
         wanted = self.data["target"]
         if wanted and "".join(wanted.split()) != "".join(self.code(target).split()):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods._base import append_item, call_name, keyword, positional
-from codemods.wf401_kernel_output import KernelOutput, _is_kernel
+from codemods.wf401_kernel_output import KernelOutput, is_kernel
 
 
 def _increment(node: cst.Assign) -> bool:
@@ -41,7 +41,7 @@ class ReversibleIncrement(KernelOutput):
     def _plan_kernel(self) -> None:
         assign = self.on_line(cst.Assign, _increment)
         func = self.enclosing(assign, cst.FunctionDef)
-        if func is None or not _is_kernel(func):
+        if func is None or not is_kernel(func):
             raise self.not_applicable("the increment is not in a @wp.kernel body")
         call = assign.value
         counter = call.args[0].value

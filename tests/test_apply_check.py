@@ -85,7 +85,9 @@ def test_cli_check_writes_only_proven_files(project: Path, monkeypatch: pytest.M
         ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.0 + 1e-6]}, True, "now passes"),
         ({"verdict": "fail", "losses": [1.0]}, {"verdict": "fail", "losses": [1.0]}, False, "still disagrees"),
         ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.1]}, False, "loss changed"),
-        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.0, 2.0]}, False, "number of"),
+        ({"verdict": "fail", "losses": [1.0]}, {"verdict": "pass", "losses": [1.0, 2.0]}, False, "total loss"),
+        ({"verdict": "fail", "losses": [1.5, 2.5]}, {"verdict": "pass", "losses": [4.0]}, True, "2 -> 1 backwards"),
+        ({"verdict": "fail", "losses": [None]}, {"verdict": "pass", "losses": [1.0]}, False, "no loss value"),
         ({"verdict": "fail", "losses": [1.0]}, {"verdict": "error", "error": "crash", "losses": []}, False, "crash"),
         ({"verdict": "pass", "losses": [1.0]}, {"verdict": "unreliable", "losses": [1.0]}, False, "unreliable"),
     ],
@@ -93,3 +95,23 @@ def test_cli_check_writes_only_proven_files(project: Path, monkeypatch: pytest.M
 def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
     ok, reason = judge(before, after)
     assert ok is kept and why in reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
+def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    golden = REPO / "golden" / case
+    rule = json.loads((golden / "case.json").read_text(encoding="utf-8"))["rule"]
+    shutil.copytree(golden / "buggy", tmp_path / "buggy")
+    monkeypatch.chdir(tmp_path / "buggy")
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=[rule], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert edit.kept, edit.reason
+    assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("fail", "pass")
+    assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}

@@ -1,6 +1,7 @@
 """Golden cases: ``apply`` on each ``buggy/`` program yields exactly its ``fixed/`` program.
 
-Only the cases that ship a ``fixed/`` folder are compared, with the fixes of their own rule
+Only the cases that ship a ``fixed/`` folder are compared (WF601 aside: its codemod has its own
+issue and tests), with the fixes of their own rule
 (other rules' findings in the same program belong to other cases); the fixed program must
 then hold no fixable finding of that rule, so a second apply is a no-op.
 """
@@ -15,11 +16,9 @@ import pytest
 
 from tests.conftest import REPO
 from warpfix.apply import Selection, plan_fixes
+from warpfix.engine import parse_version
 
 GOLDEN = REPO / "golden"
-# The WF401 expectations pass the new output in `inputs`, the WF106 golden (same codemod) in
-# `outputs=`; the codemod follows RULES.md ("pass it as output") until the two agree.
-DISAGREEMENT = "expected rewrite appends a_out to inputs=; the WF106 golden and RULES.md use outputs="
 
 
 def _cases() -> list:
@@ -27,12 +26,12 @@ def _cases() -> list:
     for case in sorted(GOLDEN.glob("WF*/case.json")):
         folder = case.parent
         if (folder / "fixed").is_dir() and (folder / "buggy").is_dir():
-            rule = json.loads(case.read_text(encoding="utf-8"))["rule"]
-            marks = {
-                "WF601": [pytest.mark.skip(reason="WF601 has its own codemod issue")],
-                "WF401": [pytest.mark.xfail(strict=True, reason=DISAGREEMENT)],
-            }.get(rule, [])
-            out.append(pytest.param(folder, rule, id=folder.name, marks=marks))
+            spec = json.loads(case.read_text(encoding="utf-8"))
+            rule = spec["rule"]
+            if rule == "WF601":  # its codemod has its own issue and its own golden tests
+                continue
+            version = parse_version(spec["warp_version"]) if spec.get("warp_version") else None
+            out.append(pytest.param(folder, rule, version, id=folder.name))
     return out
 
 
@@ -40,12 +39,14 @@ def _texts(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.py"))}
 
 
-@pytest.mark.parametrize(("folder", "rule"), _cases())
-def test_apply_matches_fixed(folder: Path, rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("folder", "rule", "version"), _cases())
+def test_apply_matches_fixed(
+    folder: Path, rule: str, version: tuple[int, ...] | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     work = tmp_path / "buggy"
     shutil.copytree(folder / "buggy", work)
     monkeypatch.chdir(work)
-    result = plan_fixes(["."], selection=Selection(select=[rule], use_cache=False))
+    result = plan_fixes(["."], selection=Selection(select=[rule], use_cache=False, warp_version=version))
     assert result.errors == []
     fixed = {**_texts(work), **{Path(p).as_posix(): t for p, t in result.changed.items()}}
     assert fixed == _texts(folder / "fixed"), [(e.finding.rule, e.finding.line, e.reason) for e in result.edits]

@@ -12,7 +12,6 @@ import re
 
 import pytest
 
-from tests.test_apply_golden import DISAGREEMENT
 from warpfix.engine import check_sources, parse_version
 from warpfix.fixes import compute_edits
 from warpfix.rules import Example, all_rules
@@ -29,16 +28,11 @@ def _unmarked(sources: dict[str, str]) -> dict[str, str]:
     return {path: _MARK.sub("", text) for path, text in sources.items()}
 
 
-# See tests/test_apply_golden.py: where a kernel's new output goes (inputs vs outputs=) is disputed.
-_DISPUTED = {("WF401", 0): pytest.mark.xfail(strict=True, reason=DISAGREEMENT)}
-
-
 def _cases():
     for rule in all_rules():
         for i, ex in enumerate(rule.INVALID):
             if ex.expected_fix is not None:
-                marks = [_DISPUTED[(rule.id, i)]] if (rule.id, i) in _DISPUTED else []
-                yield pytest.param(rule, ex, id=f"{rule.id}-invalid-{i}", marks=marks)
+                yield pytest.param(rule, ex, id=f"{rule.id}-invalid-{i}")
 
 
 def _fix(rule_id: str, sources: dict[str, str], version: tuple[int, ...] | None) -> tuple[dict[str, str], list]:

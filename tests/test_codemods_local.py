@@ -317,3 +317,17 @@ class TestStraightThrough(CodemodTest):
 
     def test_int_cast_is_skipped(self) -> None:
         self.assertCodemod("c = int(x)\n", "c = int(x)\n", line=1, expected_skip=True)
+
+
+class TestComponentAccumulateShapes(CodemodTest):
+    TRANSFORM = ComponentAccumulate
+
+    def test_attribute_component(self) -> None:
+        self.assertCodemod("p.y = 2.0 * a\n", "p.y += 2.0 * a - p.y\n", line=1)
+
+    def test_loop_is_skipped(self) -> None:
+        code = "for j in range(n):\n    p.x = x[j]\n"
+        self.assertCodemod(code, code, line=2, expected_skip=True)
+
+    def test_other_attribute_is_skipped(self) -> None:
+        self.assertCodemod("s.grad = g\n", "s.grad = g\n", line=1, expected_skip=True)

@@ -296,7 +296,7 @@ async def test_fix_edit_covers_every_file_the_codemod_touches(client: LanguageCl
     kernels = apply_edits(KERNELS, fix.edit.changes[uri])
     launch = apply_edits(LAUNCH, fix.edit.changes[main_uri])
     assert "v_out: wp.array(dtype=wp.vec3)" in kernels
-    assert "inputs=[v, k, v_out]" in launch
+    assert "inputs=[v, k], outputs=[v_out]" in launch and "v = v_out" in launch
     result = check_sources({str(tmp_path / "kernels.py"): kernels, str(tmp_path / "main.py"): launch})
     assert (result.findings, result.errors) == ([], [])
 

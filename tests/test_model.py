@@ -147,7 +147,7 @@ def test_loops_run_twice_and_ifs_tag_arms() -> None:
     pr = project(m=code)
     trace = next(t for t in pr.traces if t.root == "m.py:main")
     launches = [e for e in trace.events if e.kind in ("launch", "zero")]
-    assert [e.loops[-1][1] for e in launches] == [0, 0, 1, 1]
+    assert [e.loops[-1][1] for e in launches] == [0, 0, 1, 1, 2, 2]  # iterations 0, 1 and 9
     from warpfix.model.facts import exclusive
 
     assert exclusive(launches[0], launches[1])
@@ -199,3 +199,44 @@ def test_negative_index_rebind_and_trip_counts() -> None:
     rebind = next(e for e in trace.events if e.kind == "rebind")
     assert rebind.detail == {"target": "states[0]", "source": "states[-1]"}
     assert rebind.reads[0].id == launches[1].writes[0].id  # states[-1] is states[2]
+
+
+def test_known_trip_counts_slices_and_struct_fields() -> None:
+    code = """
+    import warp as wp
+
+    @wp.struct
+    class Particles:
+        q: wp.array(dtype=float)
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        y[0] = x[0]
+
+    def window(states):
+        for s in range(2):
+            wp.launch(f, 1, inputs=[states[s]], outputs=[states[s + 1]])
+
+    def main():
+        states = [wp.zeros(1) for _ in range(7)]
+        for s in range(6):
+            wp.launch(f, 1, inputs=[states[s]], outputs=[states[s + 1]])
+        wp.launch(f, 1, inputs=[states[-1]], outputs=[states[0]])
+        window(states[2:5])
+        p = Particles()
+        p.q = states[0]
+    """
+    pr = project(m=code)
+    trace = next(t for t in pr.traces if t.root == "m.py:main")
+    launches = [e for e in trace.events if e.kind == "launch"]
+    by_name = {e.name_of(e.writes[0]) for e in launches[:3]}
+    assert len(launches) == 6 and by_name == {"states[s + 1]"}
+    last = launches[2]
+    assert [lp[1] for lp in last.loops] == [2]  # passes 0, 1 and the last iteration (s = 5)
+    assert launches[3].reads[0].id == last.writes[0].id  # states[-1] is what s = 5 wrote
+    w0, w1 = launches[4], launches[5]
+    assert w0.reads[0].id == launches[1].writes[0].id  # window's states[0] is states[2]
+    assert w1.reads[0].id == w0.writes[0].id
+    field = next(e for e in trace.events if e.kind == "field_set")
+    assert field.detail == {"target": "p.q", "field": "q"}
+    assert field.writes[0].id == launches[0].reads[0].id

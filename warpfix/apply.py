@@ -8,7 +8,8 @@ Two ways to decide what is kept:
 * :func:`check_fixes` proves each edit (DESIGN.md, "Acceptance of an edit"): the verifier
   runs the user's entry command on the original project, the codemod rewrites a scratch
   copy, the verifier runs on the copy, and the edit is kept only when every checked
-  backward's loss is unchanged (within float tolerance) and FD agreement is a pass.
+  backward's loss of the first iteration is unchanged (within float tolerance; when the
+  edit merges backwards, as the WF601 hoist does, their total) and FD agreement is a pass.
   Fixes that fail alone are then tried together in rule order (one bug can mask
   another). After keeping edits the code is checked again, bounded by ``rounds``.
 
@@ -163,18 +164,29 @@ def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
     if after["verdict"] == "error":
         return False, f"the rewritten program could not be verified: {after['error']}"
     lb, la = before["losses"], after["losses"]
-    if len(lb) != len(la):
-        return False, f"the edit changed the number of checked backwards ({len(lb)} -> {len(la)})"
-    for i, (a, b) in enumerate(zip(lb, la, strict=True)):
-        if a is None or b is None or not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
-            return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
+    if None in lb or None in la:
+        return False, "a checked backward has no loss value to compare"
+    merged = len(lb) != len(la)
+    if merged:
+        # backwards merged or split (one tape over the windows, WF601): the iteration's objective
+        # is the sum of what was differentiated, and that must not change
+        a, b = math.fsum(lb), math.fsum(la)
+        if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
+            return False, (
+                f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})"
+            )
+    else:
+        for i, (a, b) in enumerate(zip(lb, la, strict=True)):
+            if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
+                return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
                 "unreliable": "FD is unreliable here"}[after["verdict"]]
         return False, f"{what} after the edit"
+    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
     if before["verdict"] == "pass":
-        return True, "loss unchanged; FD agreed before and after"
-    return True, "loss unchanged; FD agreement now passes"
+        return True, f"{loss}; FD agreed before and after"
+    return True, f"{loss}; FD agreement now passes"
 
 
 def _scratch_run(

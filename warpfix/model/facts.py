@@ -143,6 +143,7 @@ EventKind = Literal[
     "host_write",  # in-place numpy write through x.numpy()[...] = ..., or a call known to mutate
     "retain_grad",  # x.retain_grad = True
     "call",  # a call to a non-project function that receives buffers (may read or write them)
+    "field_set",  # s.field = value on a @wp.struct instance (reads: the struct, writes: the new field value)
 ]
 
 
@@ -157,7 +158,9 @@ class Event:
     # per-buffer expression text as written at this site (for messages/codemods)
     names: dict[int, str] = field(default_factory=dict)
     tapes: tuple[TapeScope, ...] = ()  # recording scopes active here (usually 0 or 1)
-    loops: tuple[tuple[int, int], ...] = ()  # (loop id, unrolled iteration 0/1), outermost first
+    # (loop id, unrolled pass), outermost first. Unknown trip counts run passes 0 and 1; a known
+    # count n runs every iteration up to 3, else iterations 0, 1 and n - 1 as passes 0, 1, 2.
+    loops: tuple[tuple[int, int], ...] = ()
     call_stack: tuple[Span, ...] = ()  # project call sites leading here, outermost first
     kernel: KernelDef | None = None  # launch
     binding: dict[str, Buffer] = field(default_factory=dict)  # launch: kernel param -> buffer

@@ -52,6 +52,7 @@ class Val:
     factory: tuple[ast.expr, dict[str, Val], SourceFile] | None = None  # lazy list elements
     fresh: bool = False  # produced by an allocation / constructor seen in the project
     length: int | None = None  # lists whose length is known (literals, appends, range(N) comprehensions)
+    is_struct: bool = False  # an instance of a project @wp.struct
 
 
 class _Return(Exception):
@@ -171,7 +172,8 @@ class HostInterpreter:
                         g[stmt.name] = self.new(stmt.name, "func", func=(src, stmt))
                 elif isinstance(stmt, ast.ClassDef):
                     k = kernels.get(stmt.name)
-                    g[stmt.name] = self.new(stmt.name, "class" if k is None else "const", cls=(src, stmt))
+                    kind = "class" if k is None else ("struct" if k.kind == "struct" else "const")
+                    g[stmt.name] = self.new(stmt.name, kind, cls=(src, stmt))
                 elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
                     for t in stmt.targets:
                         if isinstance(t, ast.Name):
@@ -443,6 +445,13 @@ class HostInterpreter:
                 names={value.id: _text(value_node)},
                 detail={"target": _text(target), "source": _text(value_node)},
             )
+        if isinstance(target, ast.Attribute) and target.attr not in ("retain_grad", "requires_grad"):
+            owner = self.eval(target.value, frame)
+            if owner.is_struct and value.kind not in ("int", "const"):
+                sb, fb = self.buffer(owner), self.buffer(value)
+                self.emit("field_set", stmt, src, reads=[sb], writes=[fb],
+                          names={sb.id: _text(target.value), fb.id: _text(value_node)},
+                          detail={"target": _text(target), "field": target.attr})
         if isinstance(target, ast.Attribute) and target.attr == "retain_grad" and _truthy(value_node):
             obj = self.eval(target.value, frame)
             buf = self.buffer(obj)
@@ -485,7 +494,7 @@ class HostInterpreter:
         it = self.eval(s.iter, frame)
         start, step = 0, 1
         is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
-        trips = self.unroll_count()
+        passes = list(range(self.unroll_count()))
         if is_range:
             args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
             if len(args) >= 2 and args[0].kind == "int":
@@ -494,15 +503,17 @@ class HostInterpreter:
                 step = args[2].value  # type: ignore[assignment]
             if args and all(a.kind == "int" for a in args):
                 try:
-                    trips = min(trips, len(range(*[a.value for a in args])))  # type: ignore[misc]
+                    n = len(range(*[a.value for a in args]))  # type: ignore[misc]
                 except (TypeError, ValueError):
-                    pass
+                    n = None
+                if n is not None:
+                    passes = _passes(n, len(passes) > 1)
         elif it.kind == "list" and it.length is not None:
-            trips = min(trips, it.length)
+            passes = _passes(it.length, len(passes) > 1)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
-        for k in range(trips):
+        for pass_no, k in enumerate(passes):
             if is_range:
                 v = self.new(var or "_", "int", value=start + k * step)
             elif isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "enumerate":
@@ -515,7 +526,7 @@ class HostInterpreter:
             else:
                 v = self.new(f"{_text(s.target)}#{k}")
             self.bind(s.target, v, frame)
-            self.loop_stack.append((loop_id, k))
+            self.loop_stack.append((loop_id, pass_no))
             try:
                 self.block(s.body, frame, module_level)
             finally:
@@ -608,6 +619,10 @@ class HostInterpreter:
             return v
         if isinstance(e, ast.Subscript):
             base = self.eval(e.value, frame)
+            if isinstance(e.slice, ast.Slice) and base.kind == "list":
+                sliced = self.list_slice(base, e.slice, frame)
+                if sliced is not None:
+                    return sliced
             return self.item(base, self.index_key(e.slice, frame))
         if isinstance(e, ast.Call):
             return self.call(e, frame)
@@ -686,6 +701,25 @@ class HostInterpreter:
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
 
+    def list_slice(self, base: Val, sl: ast.Slice, frame: _Frame) -> Val | None:
+        """``xs[a:b]`` of a list with int bounds: a new list sharing the same element values."""
+        lower = self.eval(sl.lower, frame) if sl.lower is not None else None
+        upper = self.eval(sl.upper, frame) if sl.upper is not None else None
+        if sl.step is not None:
+            return None
+        lo = lower.value if lower is not None and lower.kind == "int" else (0 if lower is None else None)
+        hi = upper.value if upper is not None and upper.kind == "int" else (base.length if upper is None else None)
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return None
+        if base.length is not None:
+            lo, hi = slice(lo, hi).indices(base.length)[:2]
+        if lo < 0 or hi < lo or hi - lo > 256:
+            return None
+        v = self.new(f"{base.label}[{lo}:{hi}]", "list", length=hi - lo)
+        for j in range(hi - lo):
+            v.items[str(j)] = self.item(base, str(lo + j))
+        return v
+
     # ------------------------------------------------------------------ calls
     def call(self, e: ast.Call, frame: _Frame) -> Val:
         src = frame.src
@@ -702,6 +736,8 @@ class HostInterpreter:
             return self.inline(fsrc, fn, args, kwargs, e, caller_src=src)
         if callee.kind == "class" and callee.cls is not None:
             return self.construct(callee, args, kwargs, e, src)
+        if callee.kind == "struct":
+            return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
         return self.opaque_call(e, args, kwargs, src)
 
     def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
@@ -1078,6 +1114,14 @@ def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
                 effectful.add(fid)
                 changed = True
     return effectful
+
+
+def _passes(n: int, unroll: bool) -> list[int]:
+    """The iterations a loop of ``n`` known trips runs: all of up to 3, else the first two and the
+    last (so the last element of a state chain is written); one when not unrolling."""
+    if not unroll:
+        return [0] if n > 0 else []
+    return list(range(n)) if n <= 3 else [0, 1, n - 1]
 
 
 def _normalise_index(obj: Val, key: str) -> str:

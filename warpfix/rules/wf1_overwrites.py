@@ -2,19 +2,24 @@
 
 Warp keeps gradients only for the last write to an array: when an array read by a recorded op
 is later overwritten on the same tape, the earlier op's adjoint replays against the new
-contents. The rules below share one analysis of the host traces: every recorded *value read*
-of a buffer (a kernel reads the incoming contents, or a copy/clone/assign reads its source) is
-remembered per tape until that tape's backward or reset; a later recorded *overwrite* of the
-same buffer (a store in a kernel, a copy/assign into it, ``zero_``/``fill_``) is a hazard.
+contents. The rules below share one analysis of the host traces: every recorded read of a
+buffer whose value the reader's adjoint needs (a kernel that uses the value non-linearly, in a
+branch or as an index; see :class:`_Sensitivity`) is remembered per tape until that tape's
+backward or reset; a later recorded *overwrite* of the same buffer (a store in a kernel, a
+copy/assign into it) is a hazard. ``zero_``/``fill_`` count any earlier value read: they are
+not recorded, so the adjoint accumulated in the array is never consumed either.
+
 Each hazardous write is reported once, under the most specific rule: WF101 (copy/assign),
-WF105 (zero/fill), WF106/WF107 (a kernel reading and overwriting its own argument), WF103 (the
-two names became one buffer through a Python rebinding) and otherwise WF104.
+WF105 (zero/fill), WF106/WF107 (a kernel reading and overwriting its own argument, reported at
+the kernel's store), WF103 (the two names became one buffer through a Python rebinding,
+reported at the rebinding) and otherwise WF104 (at the swap when there is one, else at the
+launch).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +53,222 @@ def value_read_params(kd: KernelDef) -> set[str]:
             if acc.kind in ("write", "rmw", "inplace_mul"):
                 written.add(acc.index)
     return out
+
+
+_LINEAR_CALLS = {
+    # constructors and casts between float types: linear in every argument
+    "vec2",
+    "vec3",
+    "vec4",
+    "vector",
+    "mat22",
+    "mat33",
+    "mat44",
+    "matrix",
+    "quat",
+    "quaternion",
+    "spatial_vector",
+    "transform",
+    "float32",
+    "float64",
+    "float16",
+    "vec2f",
+    "vec3f",
+    "vec4f",
+    "vec2d",
+    "vec3d",
+    "vec4d",
+    "mat22f",
+    "mat33f",
+    "mat44f",
+    "spatial_vectorf",
+    "transformf",
+    "quatf",
+    "neg",
+    "add",
+    "sub",
+    "transpose",
+    "spatial_top",
+    "spatial_bottom",
+    "transform_get_translation",
+}
+_BILINEAR_CALLS = {"dot", "cross", "outer", "mul", "ddot", "spatial_dot", "spatial_cross"}
+
+
+class _Sensitivity:
+    """Which array parameters' *values* a kernel's adjoint needs.
+
+    A value read from a parameter (``x[i]``, ``s.f[i]``) taints the locals it flows into. The
+    parameter is value-sensitive when a tainted value reaches a non-linear operation (a product of
+    two tainted values, a division by one, any call not known to be linear), a branch condition,
+    a comparison or an index. Purely linear uses (sums, scaling by untainted values, constructors,
+    component access) give an adjoint that does not depend on the value read.
+    """
+
+    def __init__(self, kd: KernelDef) -> None:
+        self.kd = kd
+        self.params = {n for n, p in kd.params.items() if p.is_array}
+        self.locals: dict[str, set[str]] = {}
+        self.sensitive: set[str] = set()
+
+    def run(self) -> set[str]:
+        body = getattr(self.kd.node, "body", [])
+        for _ in range(2):  # a second pass carries taint around loops
+            for stmt in body:
+                self.stmt(stmt)
+        return self.sensitive
+
+    def param_of(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name) and node.id in self.params:
+            return node.id
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            key = f"{node.value.id}.{node.attr}"
+            if key in self.params:
+                return key
+        return None
+
+    def mark(self, taint: set[str]) -> None:
+        self.sensitive |= taint
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            value = s.value
+            taint = self.expr(value) if value is not None else set()
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            for t in targets:
+                self.bind(t, taint)
+        elif isinstance(s, ast.AugAssign):
+            taint = self.expr(s.value)
+            if isinstance(s.op, ast.Mult):
+                target_taint = self.expr(s.target)
+                if taint and target_taint:
+                    self.mark(taint | target_taint)
+            elif not isinstance(s.op, (ast.Add, ast.Sub)):
+                self.mark(taint | self.expr(s.target))
+            self.bind(s.target, taint, augment=True)
+        elif isinstance(s, (ast.If, ast.While)):
+            self.mark(self.expr(s.test))
+            for b in [*s.body, *s.orelse]:
+                self.stmt(b)
+        elif isinstance(s, ast.For):
+            self.mark(self.expr(s.iter))
+            for b in [*s.body, *s.orelse]:
+                self.stmt(b)
+        elif isinstance(s, ast.Expr):
+            self.expr(s.value)
+        elif isinstance(s, ast.Return) and s.value is not None:
+            self.mark(self.expr(s.value))
+        else:
+            for child in ast.iter_child_nodes(s):
+                if isinstance(child, ast.stmt):
+                    self.stmt(child)
+                elif isinstance(child, ast.expr):
+                    self.mark(self.expr(child))
+
+    def bind(self, target: ast.expr, taint: set[str], augment: bool = False) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.bind(elt, taint, augment)
+        elif isinstance(target, ast.Name):
+            if augment:
+                self.locals.setdefault(target.id, set()).update(taint)
+            else:
+                self.locals[target.id] = set(taint)
+        elif isinstance(target, (ast.Subscript, ast.Attribute)):
+            base: ast.expr = target
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                if isinstance(base, ast.Subscript):
+                    self.mark(self.expr(base.slice))
+                if self.param_of(base) is not None:
+                    return  # a store into an array: its value is not read back through the local
+                base = base.value
+            if isinstance(base, ast.Name) and base.id not in self.params:
+                self.locals.setdefault(base.id, set()).update(taint)
+
+    def expr(self, e: ast.expr | None) -> set[str]:
+        if e is None:
+            return set()
+        if isinstance(e, ast.Subscript):
+            self.mark(self.expr(e.slice))
+            param = self.param_of(e.value)
+            if param is not None:
+                return {param}
+            return self.expr(e.value)
+        if isinstance(e, ast.Name):
+            return set(self.locals.get(e.id, set()))
+        if isinstance(e, ast.Attribute):
+            return set() if self.param_of(e) is not None else self.expr(e.value)
+        if isinstance(e, ast.BinOp):
+            left, right = self.expr(e.left), self.expr(e.right)
+            if isinstance(e.op, (ast.Add, ast.Sub)):
+                return left | right
+            if isinstance(e.op, ast.Mult):
+                if left and right:
+                    self.mark(left | right)
+                return left | right
+            if isinstance(e.op, ast.Div):
+                self.mark(right)
+                return left | right
+            self.mark(left | right)
+            return left | right
+        if isinstance(e, ast.UnaryOp):
+            taint = self.expr(e.operand)
+            if isinstance(e.op, ast.Not):
+                self.mark(taint)
+            return taint
+        if isinstance(e, (ast.Compare, ast.BoolOp)):
+            children = [e.left, *e.comparators] if isinstance(e, ast.Compare) else e.values
+            taint = set().union(*(self.expr(c) for c in children))
+            self.mark(taint)
+            return taint
+        if isinstance(e, ast.IfExp):
+            self.mark(self.expr(e.test))
+            return self.expr(e.body) | self.expr(e.orelse)
+        if isinstance(e, ast.Call):
+            return self.call(e)
+        if isinstance(e, (ast.Tuple, ast.List)):
+            return set().union(*(self.expr(x) for x in e.elts)) if e.elts else set()
+        if isinstance(e, ast.Slice):
+            for part in (e.lower, e.upper, e.step):
+                self.mark(self.expr(part))
+            return set()
+        out: set[str] = set()
+        for child in ast.iter_child_nodes(e):
+            if isinstance(child, ast.expr):
+                out |= self.expr(child)
+        self.mark(out)
+        return out
+
+    def call(self, e: ast.Call) -> set[str]:
+        func = e.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        taint = set().union(*args) if args else set()
+        if name not in ("atomic_add", "atomic_sub", "len"):
+            # a whole array handed to a function: assume the callee needs its values
+            whole = {self.param_of(a) for a in [*e.args, *(k.value for k in e.keywords)]}
+            self.mark({p for p in whole if p is not None})
+        if name in ("atomic_add", "atomic_sub") and e.args:
+            self.mark(set().union(*args[1:-1]) if len(args) > 2 else set())
+            return set()
+        if name in _LINEAR_CALLS:
+            return taint
+        if name in _BILINEAR_CALLS:
+            tainted = [a for a in args if a]
+            if len(tainted) > 1:
+                self.mark(taint)
+            return taint
+        if name in ("tid", "static", "len"):
+            return set()
+        self.mark(taint)
+        return taint
+
+
+def value_sensitive_params(kd: KernelDef) -> set[str]:
+    """Array parameters (and struct fields) whose read values the kernel's adjoint depends on."""
+    if not isinstance(kd.node, ast.FunctionDef):
+        return set(value_read_params(kd))
+    return _Sensitivity(kd).run() & value_read_params(kd)
 
 
 def overwritten_params(kd: KernelDef) -> set[str]:
@@ -100,6 +321,13 @@ def event_value_reads(ev: Event) -> list[tuple[Buffer, str | None]]:
         return _bound(ev, value_read_params(ev.kernel)) if ev.kernel is not None else []
     if ev.kind in ("copy", "assign", "clone"):
         return [(b, None) for b in ev.reads]
+    return []
+
+
+def event_sensitive_reads(ev: Event) -> list[tuple[Buffer, str | None]]:
+    """Buffers whose current contents the event's adjoint needs (copies need none)."""
+    if ev.kind == "launch" and ev.kernel is not None:
+        return _bound(ev, value_sensitive_params(ev.kernel))
     return []
 
 
@@ -157,10 +385,14 @@ class Hazard:
     position: int  # index of the write event in trace.events
 
 
-def _segments(trace: Trace) -> Iterator[tuple[int, Event, dict[int, dict[int, Touch]]]]:
+ReadsFn = Callable[[Event], list[tuple[Buffer, str | None]]]
+
+
+def _segments(trace: Trace, reads: ReadsFn) -> Iterator[tuple[int, Event, dict[int, dict[int, Touch]]]]:
     """Walk the trace; yield (index, event, live reads) where live reads map tape id -> buffer id
-    -> the first recorded value read of that buffer since the tape's last backward/reset. Reads
-    of the yielded event are added after it is yielded (a launch never hazards itself)."""
+    -> the first recorded read (as ``reads`` defines it) of that buffer since the tape's last
+    backward/reset. Reads of the yielded event are added after it is yielded (a launch never
+    hazards itself)."""
     live: dict[int, dict[int, Touch]] = {}
     for pos, ev in enumerate(trace.events):
         if ev.kind in _RESET_KINDS:
@@ -172,7 +404,7 @@ def _segments(trace: Trace) -> Iterator[tuple[int, Event, dict[int, dict[int, To
         yield pos, ev, live
         if not ev.recorded:
             continue
-        for buf, param in event_value_reads(ev):
+        for buf, param in reads(ev):
             for tape in tape_ids(ev):
                 live.setdefault(tape, {}).setdefault(buf.id, Touch(ev, buf, param))
 
@@ -189,10 +421,14 @@ def unresolved_element(buf: Buffer) -> bool:
     return isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant)
 
 
-def find_hazards(trace: Trace) -> list[Hazard]:
-    """Recorded overwrites of buffers already read on the same tape, in program order."""
+def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[Hazard]:
+    """Recorded overwrites of buffers already read on the same tape, in program order.
+
+    By default a read counts when the reader's adjoint needs the value (replay hazard); WF105
+    passes :func:`event_value_reads` (an unrecorded zero/fill also leaves the adjoint unconsumed).
+    """
     out: list[Hazard] = []
-    for pos, ev, live in _segments(trace):
+    for pos, ev, live in _segments(trace, reads):
         if not ev.recorded:
             continue
         for buf, param in event_overwrites(ev):
@@ -206,11 +442,19 @@ def find_hazards(trace: Trace) -> list[Hazard]:
     return out
 
 
+def _is_swap(ev: Event) -> bool:
+    """``a, b = b, a`` (the targets are a permutation of the sources), not ``q, v = q_new, v_new``."""
+    targets, sources = ev.detail.get("targets"), ev.detail.get("sources")
+    return isinstance(targets, list) and isinstance(sources, list) and sorted(targets) == sorted(sources)
+
+
 def alias_event(hazard: Hazard, kinds: tuple[str, ...]) -> Event | None:
     """The last rebinding event (of ``kinds``) before the hazardous write that bound the buffer."""
     found = None
     for ev in hazard.trace.events[: hazard.position]:
-        if ev.kind in kinds and any(b.id == hazard.write.buffer.id for b in (*ev.reads, *ev.writes)):
+        if ev.kind not in kinds or (ev.kind == "swap" and not _is_swap(ev)):
+            continue
+        if any(b.id == hazard.write.buffer.id for b in (*ev.reads, *ev.writes)):
             found = ev
     return found
 
@@ -226,14 +470,19 @@ def classify(hazard: Hazard) -> str:
         return "WF107"
     if ev.kernel is not None and param is not None and rmw_store_spans(ev.kernel, param):
         return "WF106"
-    if alias_event(hazard, ("rebind",)) is not None:
-        return "WF103"
+    if hazard.read.name != hazard.write.name and alias_event(hazard, ("rebind",)) is not None:
+        return "WF103"  # read and overwritten under two names that a rebinding made one array
     return "WF104"
 
 
 def hazards_for(project: Project, rule_id: str) -> Iterator[Hazard]:
+    """Hazards owned by ``rule_id``. Zero/fill (WF105) and, before Warp 1.17, copies (WF101: the old
+    copy adjoint overwrote and mis-routed gradients) are hazards after any value read; otherwise
+    only after a read whose adjoint needs the value."""
+    any_read = rule_id == "WF105" or (rule_id == "WF101" and tuple(project.warp_version) < (1, 17))
+    reads = event_value_reads if any_read else event_sensitive_reads
     for trace in project.traces:
-        for hz in find_hazards(trace):
+        for hz in find_hazards(trace, reads):
             if classify(hz) == rule_id:
                 yield hz
 
@@ -276,7 +525,8 @@ import warp as wp
 @wp.kernel
 def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), dt: float, q_new: wp.array(dtype=wp.vec3)):
     i = wp.tid()
-    q_new[i] = q[i] + v[i] * dt
+    lift = wp.vec3(0.0, wp.sin(q[i][1]), 0.0)  # a height-dependent field: the adjoint needs q
+    q_new[i] = q[i] + (v[i] + lift) * dt
 
 
 @wp.kernel
@@ -297,6 +547,24 @@ q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
 v = wp.ones(n, dtype=wp.vec3, requires_grad=True)
 loss = wp.zeros(1, dtype=float, requires_grad=True)
 """
+
+
+_LINEAR_READER = (
+    _KERNELS.replace(
+        "    lift = wp.vec3(0.0, wp.sin(q[i][1]), 0.0)  # a height-dependent field: the adjoint needs q\n"
+        "    q_new[i] = q[i] + (v[i] + lift) * dt\n",
+        "    q_new[i] = q[i] + v[i] * dt\n",
+    )
+    + """
+tape = wp.Tape()
+with tape:
+    q_new = wp.empty_like(q)
+    wp.launch(integrate, dim=n, inputs=[q, v, 0.01], outputs=[q_new])
+    wp.copy(q, q_new)
+    wp.launch(loss_kernel, dim=n, inputs=[q], outputs=[loss])
+tape.backward(loss)
+"""
+)
 
 
 class CopyWriteback(Rule):
@@ -347,6 +615,10 @@ with tape:
     )
     VALID = [
         Example(_KERNELS + _FRESH_REBIND),
+        Example(
+            _LINEAR_READER,
+            note="Warp >= 1.17: the only reader of `q` is linear in it, so its adjoint does not need the old values",
+        ),
         Example(
             _KERNELS
             + """
@@ -401,7 +673,8 @@ from constraints import project_floor
 @wp.kernel
 def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), dt: float, q_new: wp.array(dtype=wp.vec3)):
     i = wp.tid()
-    q_new[i] = q[i] + v[i] * dt
+    lift = wp.vec3(0.0, wp.sin(q[i][1]), 0.0)
+    q_new[i] = q[i] + (v[i] + lift) * dt
 
 
 class State:
@@ -455,6 +728,11 @@ def project_floor(state, q_pred):
             },
             note="cross-file: main.py's integrator reads state.q, constraints.py writes it back",
         ),
+        Example(
+            _LINEAR_READER.replace("    wp.copy(q, q_new)\n", "    wp.copy(q, q_new)  # expect: WF101\n"),
+            warp_version="1.16.0",
+            note="before Warp 1.17 the copy adjoint mis-routes gradients even when the reader is linear",
+        ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
@@ -467,7 +745,7 @@ def project_floor(state, q_pred):
                 ev.span,
                 f"`{op}` overwrites `{dst}` on the tape after {hz.read.describe()} read it; that adjoint will "
                 f"replay against the copied values. Rebind instead: `{dst} = {src}`",
-                data={"op": ev.kind, "dst": dst, "src": src, "read_line": hz.read.event.span.line},
+                data={"dst": dst, "src": src},
                 related=_read_related(hz),
             )
 
@@ -574,20 +852,26 @@ tape.backward(loss)
                         else:
                             still.append((copy_ev, src))
                     pending[tape] = still
-                if ev.kind in ("copy", "clone", "assign") and ev.reads:
+                if (
+                    ev.kind in ("copy", "clone", "assign")
+                    and ev.reads
+                    and not unresolved_element(ev.reads[0])
+                ):
                     for tape in tape_ids(ev):
                         pending.setdefault(tape, []).append((ev, ev.reads[0]))
 
     def _report(self, copy_ev: Event, src: Buffer, reader: Event) -> Finding:
         name = copy_ev.name_of(src)
         what = f"kernel `{reader.kernel.name}`" if reader.kernel is not None else f"`{reader.kind}`"
-        dst = copy_ev.name_of(copy_ev.writes[0]) if copy_ev.writes else ""
+        data = {"src": name}
+        if copy_ev.kind != "clone" and copy_ev.writes:  # a clone's destination is the assignment target
+            data["dst"] = copy_ev.name_of(copy_ev.writes[0])
         return self.finding(
             copy_ev.span,
             f"recorded {copy_ev.kind} of `{name}` is not its last consumer: {what} reads `{name}` again at line "
             f"{reader.span.line}; on Warp < 1.17 the copy adjoint overwrites `{name}.grad` and discards that "
             "reader's gradient",
-            data={"op": copy_ev.kind, "src": name, "dst": dst, "reader_line": reader.span.line},
+            data=data,
             related=((reader.span, f"`{name}` read again here"),),
         )
 
@@ -670,17 +954,15 @@ for it in range(3):
                 continue
             buf = hz.write.buffer
             target = alias.detail.get("target")
+            source = alias.detail.get("source")
+            target = target if isinstance(target, str) else "?"
+            source = source if isinstance(source, str) else alias.name_of(buf)
             read_name, write_name = hz.read.name, hz.write.name
             yield self.finding(
                 alias.span,
-                f"this rebinding makes `{read_name}` and `{write_name}` the same array: {hz.read.describe()} "
-                f"reads it and {hz.write.describe()} overwrites it on the same tape",
-                data={
-                    "target": target if isinstance(target, str) else alias.name_of(buf),
-                    "value": alias.name_of(buf),
-                    "read_name": read_name,
-                    "write_name": write_name,
-                },
+                f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
+                f"reads it as `{read_name}` and {hz.write.describe()} overwrites it as `{write_name}`, so the "
+                "reader's adjoint replays against the overwritten values",
                 related=(*_read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
             )
 
@@ -695,7 +977,8 @@ class PingPong(Rule):
         what=(
             "Flags a recorded launch that overwrites an array an earlier recorded op of the same tape read: "
             "double buffers swapped in a loop (`a, b = b, a`, `states[i % 2]`), or one scratch array (`forces`) "
-            "reused by every simulation step."
+            "reused by every simulation step. Only readers whose adjoint needs the values count (non-linear "
+            "use, branches, indices): a purely linear reader gets the same gradient either way."
         ),
         why=(
             "Step N+1 writes the buffer step N read. In the backward pass step N's adjoint replays against step "
@@ -790,6 +1073,22 @@ tape.backward(loss)
             + _SUFFIX,
             note="one scratch array reused by two steps (the Warp documentation's `forces` example)",
         ),
+        Example(
+            _PREFIX.replace("cur = wp.ones(", "states = [wp.ones(")
+            .replace(
+                "nxt = wp.zeros(32, dtype=wp.vec2, requires_grad=True)\n",
+                "",
+            )
+            .replace(
+                "requires_grad=True)\nloss",
+                "requires_grad=True), wp.zeros(32, dtype=wp.vec2, requires_grad=True)]\nloss",
+            )
+            + """        src, dst = states[step % 2], states[(step + 1) % 2]
+        wp.launch(spring_step, dim=32, inputs=[src, 2.0], outputs=[dst])  # expect: WF104
+"""
+            + _SUFFIX.replace("inputs=[cur]", "inputs=[states[0]]"),
+            note="`states[i % 2]` double buffering",
+        ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
@@ -809,20 +1108,14 @@ tape.backward(loss)
                     swap.span,
                     f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
                     "against the new values. Allocate a fresh output per step",
-                    data={"written": written, "kernel": kernel, "param": hz.write.param},
+                    data={"written": written} if written else {},
                     related=(*_read_related(hz), (ev.span, f"`{name}` overwritten here")),
                 )
                 continue
             yield self.finding(
                 ev.span,
                 f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
-                data={
-                    "written": None,
-                    "kernel": kernel,
-                    "param": hz.write.param,
-                    "array": name,
-                    "arg": _launch_args(ev).get(hz.write.param or "", name),
-                },
+                data={"arg": _launch_args(ev).get(hz.write.param or "", name)},
                 related=_read_related(hz),
             )
 
@@ -909,7 +1202,6 @@ with tape:
                 ev.span,
                 f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
                 f"not record this write, so that adjoint replays against the new contents",
-                data={"op": ev.kind, "array": name, "read_line": hz.read.event.span.line},
                 related=_read_related(hz),
             )
 
@@ -920,38 +1212,47 @@ class _KernelRmwRule(Rule):
     struct_fields: bool = False
 
     def check(self, project: Project) -> Iterator[Finding]:
+        # launches of read-modify-write kernels that overwrite what an earlier op's adjoint needs
+        overwriting: dict[tuple[str, str, str], list[Hazard]] = {}
+        for hz in hazards_for(project, self.id):
+            kd = hz.write.event.kernel
+            if kd is not None and hz.write.param is not None:
+                overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
         for kd in project.kernels:
+            sensitive = value_sensitive_params(kd)
             launches: list[Event] | None = None
             for param, spans in rmw_params(kd).items():
                 if ("." in param) != self.struct_fields:
                     continue
+                hazards = overwriting.get((kd.path, kd.name, param), [])
+                if param not in sensitive and not hazards:
+                    continue  # a linear in-place update nobody needs the old value of
                 if launches is None:
                     launches = _kernel_launches(project, kd)
-                if not launches:
-                    break
-                yield self._report(kd, param, spans[0], launches)
+                if launches:
+                    yield self._report(kd, param, spans[0], launches, hazards)
 
-    def _report(self, kd: KernelDef, param: str, span: Span, launches: list[Event]) -> Finding:
-        base = param.partition(".")[0]
-        args = [ast.unparse(ev.arg_nodes[base]) for ev in launches if base in ev.arg_nodes]
+    def _report(
+        self, kd: KernelDef, param: str, span: Span, launches: list[Event], hazards: list[Hazard]
+    ) -> Finding:
         if self.struct_fields:
             what = f"kernel `{kd.name}` reads struct field `{param}` and then overwrites the same element"
         else:
             what = f"kernel `{kd.name}` reads `{param}` and then overwrites the same element"
         lines = ", ".join(str(ev.span.line) for ev in launches)
+        if hazards:
+            why = f"; it also overwrites what {hazards[0].read.describe()} read"
+        else:
+            why = ""
+        related = tuple((ev.span, f"`{kd.name}` launched here on a tape") for ev in launches)
+        if hazards:
+            related += _read_related(hazards[0])
         return self.finding(
             span,
-            f"{what}, and is launched on a tape (line {lines}); the adjoint replays against the overwritten "
+            f"{what}, and is launched on a tape (line {lines}){why}; the adjoint replays against the overwritten "
             "values. Write to a separate output argument instead",
-            data={
-                "kernel": kd.name,
-                "param": param,
-                "struct_param": base if self.struct_fields else None,
-                "field": param.partition(".")[2] or None,
-                "launch_args": args,
-                "launch_lines": [f"{ev.span.path}:{ev.span.line}" for ev in launches],
-            },
-            related=tuple((ev.span, f"`{kd.name}` launched here on a tape") for ev in launches),
+            data={"kernel": kd.name, "param": param},
+            related=related,
         )
 
 
@@ -965,7 +1266,10 @@ class KernelRmw(_KernelRmwRule):
     doc = RuleDoc(
         what=(
             "Flags a kernel launched on a tape that reads an element of its own array argument and then "
-            "overwrites the same element: `x[i] = f(x[i])`, or a clamp `if x[i] > c: x[i] = c`."
+            "overwrites the same element: `x[i] = f(x[i])`, or a clamp `if x[i] > c: x[i] = c`, when the old "
+            "value matters to an adjoint: `f` is non-linear or a branch tests it, or an earlier recorded op's "
+            "adjoint needs the values the launch overwrites. A linear in-place update that nothing else read "
+            "(`x[i] = x[i] + dt * v[i]`) keeps correct gradients and is not reported."
         ),
         why=(
             "The backward pass re-runs the kernel body on the array's current contents, which the forward pass "
@@ -1045,6 +1349,33 @@ with wp.Tape() as tape:
     wp.launch(accumulate, dim=16, inputs=[q, dq])
 """,
             note="accumulation is not an overwrite",
+        ),
+        Example(
+            """
+import warp as wp
+
+
+@wp.kernel
+def drift(q: wp.array(dtype=float), v: wp.array(dtype=float), dt: float):
+    i = wp.tid()
+    q[i] = q[i] + dt * v[i]
+
+
+@wp.kernel
+def loss_kernel(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, q[i] * q[i])
+
+
+q = wp.ones(16, dtype=float, requires_grad=True)
+v = wp.ones(16, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(drift, dim=16, inputs=[q, v, 0.1])
+    wp.launch(loss_kernel, dim=16, inputs=[q], outputs=[loss])
+tape.backward(loss)
+""",
+            note="a linear in-place update that no earlier op read: the adjoint does not need the old value",
         ),
     ]
     INVALID = [
@@ -1160,7 +1491,7 @@ with wp.Tape() as tape:
                 ev.span,
                 f"kernel `{ev.kernel.name if ev.kernel else ''}` overwrites struct-held `{hz.write.param}` after "
                 f"{hz.read.describe()} read it on the same tape (the overwrite tracker cannot see struct fields)",
-                data={"kernel": ev.kernel.name if ev.kernel else None, "param": hz.write.param},
+                data={"kernel": ev.kernel.name if ev.kernel else "", "param": hz.write.param or ""},
                 related=_read_related(hz),
             )
 
@@ -1267,6 +1598,8 @@ tape.backward(loss)
                 if ev.kind == "host_write":
                     writes = [(b, None) for b in ev.writes]
                 for buf, _param in writes:
+                    if unresolved_element(buf):
+                        continue
                     for reads in live.values():
                         earlier = reads.get(buf.root().id)
                         if earlier is None or earlier.buffer.id == buf.id or earlier.event is ev:
@@ -1276,7 +1609,7 @@ tape.backward(loss)
                         yield self._report(ev, buf, earlier)
                         break
                 if ev.recorded:
-                    for buf, param in event_value_reads(ev):
+                    for buf, param in event_sensitive_reads(ev):
                         for tape in tape_ids(ev):
                             live.setdefault(tape, {}).setdefault(buf.root().id, Touch(ev, buf, param))
 
@@ -1291,11 +1624,6 @@ tape.backward(loss)
             ev.span,
             f"`{name}` shares memory with `{earlier.name}`, which {earlier.describe()} read on the tape; this "
             "write happens before backward and neither the tape nor the overwrite tracker sees the alias",
-            data={
-                "array": name,
-                "view": view.label,
-                "base": base.label,
-                "view_line": view.origin.line if view.origin is not None else None,
-            },
+            data={"view": name} if view is buf else {},
             related=tuple(related),
         )

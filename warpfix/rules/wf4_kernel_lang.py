@@ -45,6 +45,15 @@ _COMPOSITE_CTORS = frozenset(
     }
 )  # fmt: skip
 _COMPONENT_ATTRS = {"x": 0, "y": 1, "z": 2, "w": 3}
+#: Builtins whose result is always a vector/matrix/quaternion/transform.
+_COMPOSITE_RESULTS = frozenset(
+    {
+        "cross", "normalize", "outer", "transpose", "inverse", "skew", "quat_rotate", "quat_rotate_inv",
+        "quat_inverse", "quat_from_axis_angle", "quat_from_matrix", "quat_to_matrix", "transform_point",
+        "transform_vector", "transform_get_translation", "transform_get_rotation", "transform_inverse",
+        "transform_multiply", "cw_mul", "cw_div", "diag",
+    }
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +461,7 @@ def damp(v: wp.array(dtype=wp.vec3), k: wp.array(dtype=float), v_out: wp.array(d
     i = wp.tid()
     v_out[i] = v[i] * k[0]
 
-# launch sites: v_out = wp.empty_like(v); wp.launch(damp, ..., inputs=[v, k, v_out]); v = v_out
+# launch sites: v_out = wp.empty_like(v); wp.launch(damp, ..., inputs=[v, k], outputs=[v_out]); v = v_out
 """,
         fix=(
             "Safe: the kernel gets a separate output parameter; every launch site allocates it with "
@@ -538,7 +547,7 @@ k = wp.full(1, 0.9, dtype=float, requires_grad=True)
 tape = wp.Tape()
 with tape:
     v_out = wp.empty_like(v)
-    wp.launch(damp, dim=8, inputs=[v, k, v_out])
+    wp.launch(damp, dim=8, inputs=[v, k], outputs=[v_out])
     v = v_out
 """,
         ),
@@ -566,7 +575,7 @@ def step(a: wp.array(dtype=float), s: float):
                 continue
             args = {a.arg: a.annotation for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
             for param, facts in kd.params.items():
-                if param in args and is_integer_annotation(src, args[param]):
+                if _integer_param(project, src, args, param):
                     continue
                 for acc in facts.accesses:
                     if acc.kind != "inplace_mul" or acc.via is not None:
@@ -585,6 +594,21 @@ def step(a: wp.array(dtype=float), s: float):
                         data={"kernel": kd.name, "param": param},
                         related=((kd.span, f"{kd.kind} `{kd.name}`"),),
                     )
+
+
+def _integer_param(project: Project, src: SourceFile, args: dict[str, ast.expr | None], param: str) -> bool:
+    """Whether a parameter (``x``) or struct field reached through one (``s.x``) holds integers."""
+    root, _, field_name = param.partition(".")
+    ann = args.get(root)
+    if not field_name:
+        return is_integer_annotation(src, ann)
+    name = ann.id if isinstance(ann, ast.Name) else ann.attr if isinstance(ann, ast.Attribute) else ""
+    struct = project.kernel_named(name, prefer_path=src.path)
+    text = struct.struct_fields.get(field_name) if struct is not None and struct.kind == "struct" else None
+    if text is None:
+        return False
+    struct_src = project.files.get(struct.path, src)
+    return is_integer_annotation(struct_src, ast.parse(text, mode="eval").body)
 
 
 def _stmt_at(fn: ast.FunctionDef, line: int, column: int) -> ast.AugAssign | None:
@@ -655,23 +679,43 @@ def _project_overwrites(project: Project) -> bool:
 
 
 class _ComponentWrites:
-    """Walks a body in statement order counting plain ``=`` writes per local component.
-    A rebinding of the local resets its counts; ``if``/``else`` branches are alternatives; a
-    loop body runs twice (a component written in a loop over a value defined outside it is
-    written again on the next iteration)."""
+    """Walks a body in statement order tracking which components of each composite local hold a
+    value that carries a gradient: set by a plain ``=`` component write, or by the binding of
+    the local itself (a load, arithmetic, a constructor argument that is not a constant). A
+    later ``=`` to such a component is a hit. A rebinding resets the local; ``if``/``else``
+    branches are alternatives; a loop body runs twice (a component written in a loop over a
+    value defined outside it is written again on the next iteration)."""
 
-    def __init__(self, src: SourceFile, composites: set[str]) -> None:
+    ALL = "*"  # every component
+
+    def __init__(self, src: SourceFile, flow: Flow, composites: set[str]) -> None:
         self.src = src
+        self.flow = flow
         self.composites = composites
         self.hits: dict[int, tuple[ast.stmt, str, str, ast.stmt]] = {}
 
-    def run(self, body: list[ast.stmt]) -> None:
-        self.block(body, {})
+    def run(self, fn: ast.FunctionDef) -> None:
+        state = {
+            (a.arg, self.ALL): fn
+            for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+            if a.arg in self.composites and a.arg in self.flow.sources
+        }
+        self.block(fn.body, state)
 
     def block(self, body: list[ast.stmt], state: dict[tuple[str, str], ast.stmt]) -> dict:
         for s in body:
             state = self.stmt(s, state)
         return state
+
+    def _bound_components(self, value: ast.expr) -> list[str]:
+        """The components a binding ``v = value`` fills with gradient-carrying values."""
+        if isinstance(value, ast.Call) and _names_composite(self.src, value.func):
+            args = value.args
+            name = (self.src.warp_name(value.func) or "").rpartition(".")[2]
+            if len(args) > 1 and name.startswith(("vec", "quat", "spatial_vector")):
+                return [repr(k) for k, a in enumerate(args) if self.flow.carries_gradient(a)]
+            return [self.ALL] if any(self.flow.carries_gradient(a) for a in args) else []
+        return [self.ALL] if self.flow.carries_gradient(value) else []
 
     def stmt(self, s: ast.stmt, state: dict) -> dict:
         if isinstance(s, (ast.Assign, ast.AnnAssign)):
@@ -681,11 +725,15 @@ class _ComponentWrites:
                 for n in rebound:
                     if isinstance(n, ast.Name):
                         state = {k: v for k, v in state.items() if k[0] != n.id}
+                if isinstance(t, ast.Name) and t.id in self.composites and s.value is not None:
+                    state = {**state, **{(t.id, c): s for c in self._bound_components(s.value)}}
+                    continue
                 key = _component_key(self.src, t)
                 if key is None or key[0] not in self.composites:
                     continue
-                if key in state:
-                    self.hits.setdefault(id(s), (s, key[0], key[1], state[key]))
+                earlier = state.get(key) or state.get((key[0], self.ALL))
+                if earlier is not None:
+                    self.hits.setdefault(id(s), (s, key[0], key[1], earlier))
                 state = {**state, key: state.get(key, s)}
             return state
         if isinstance(s, ast.If):
@@ -709,13 +757,16 @@ class ComponentReassign(Rule):
     fix_description = "build the value with its constructor, or turn the later write into an accumulation"
     doc = RuleDoc(
         what=(
-            "Flags a component of a local `vec`/`mat`/`quat`/`transform` assigned with `=` a second "
-            "time (`v[1] = ...` twice, or inside a loop over a value defined outside it)."
+            "Flags a plain `=` to a component of a local `vec`/`mat`/`quat`/`transform` that already "
+            "holds a differentiable value: a second `v[1] = ...`, a write inside a loop over a value "
+            "defined outside it, or a write over a component that came from an array load, vector "
+            "arithmetic or a non-constant constructor argument."
         ),
         why=(
-            "Each component of a local composite may be assigned at most once (the constructor and "
-            "its default initialisation do not count); later updates must be `+=`/`-=`. A second "
-            "plain assignment makes the adjoint of the whole value wrong, without any warning."
+            "A component assignment does not clear the adjoint of the value it replaces, so that "
+            "adjoint leaks into whatever the old value was computed from, without any warning. "
+            "Constructor defaults and constant arguments carry no gradient, so the first write over "
+            "them is fine; every later update must be `+=`/`-=`."
         ),
         example="""
 v = wp.vec3(0.0)
@@ -839,6 +890,48 @@ with wp.Tape() as tape:
 """,
             note="written again on every iteration",
         ),
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def flatten(p: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    d = p[i + 1] - p[i]
+    d[2] = 0.0  # expect: WF402
+    if d[0] < 0.0:
+        d[2] = 1.0  # expect: WF402
+    out[i] = d
+
+p = wp.ones(5, dtype=wp.vec3, requires_grad=True)
+out = wp.zeros(4, dtype=wp.vec3, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(flatten, dim=4, inputs=[p], outputs=[out])
+""",
+            note="a component computed by arithmetic overwritten, then a conditional second write",
+        ),
+        Example(
+            """
+import warp as wp
+
+@wp.func
+def on_plane(v: wp.vec3):
+    v[2] = 1.0  # expect: WF402
+    return v
+
+@wp.kernel
+def lift(p: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    i = wp.tid()
+    w = on_plane(p[i])
+    wp.atomic_add(out, 0, w[0] + w[1] + w[2])
+
+p = wp.ones(4, dtype=wp.vec3, requires_grad=True)
+out = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(lift, dim=4, inputs=[p], outputs=[out])
+""",
+            note="overwriting a component of a parameter: p.grad[:, 2] comes out 1 instead of 0",
+        ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
@@ -850,15 +943,28 @@ with wp.Tape() as tape:
             composites = _composite_locals(src, kd, fn)
             if not composites:
                 continue
-            walker = _ComponentWrites(src, composites)
-            walker.run(fn.body)
+            walker = _ComponentWrites(src, Flow(src, kd, fn), composites)
+            walker.run(fn)
             for stmt, var, comp, first in sorted(walker.hits.values(), key=lambda h: h[0].lineno):
-                again = "again" if first is not stmt else "on every loop iteration"
+                where = f"{kd.kind} `{kd.name}`"
+                if first is stmt:
+                    what = f"component {comp} of local `{var}` in {where} is assigned on every loop iteration"
+                elif _component_key(src, _target(first)) is not None:
+                    what = f"component {comp} of local `{var}` in {where} is assigned again (first at line {first.lineno})"
+                else:
+                    origin = (
+                        "a parameter"
+                        if isinstance(first, ast.FunctionDef)
+                        else f"bound at line {first.lineno}"
+                    )
+                    what = (
+                        f"component {comp} of `{var}` in {where} already holds a differentiable value "
+                        f"({origin}) and is overwritten"
+                    )
                 yield self.finding(
                     src.span(stmt),
-                    f"component {comp} of local `{var}` in {kd.kind} `{kd.name}` is assigned {again} "
-                    f"(first at line {first.lineno}); a second `=` to a vector/matrix component breaks "
-                    f"the gradient of `{var}`",
+                    f"{what}; a plain `=` to a vector/matrix component does not clear the adjoint of the "
+                    f"value it replaces, which leaks into the gradient",
                     severity=severity,
                     data={
                         "target": ast.unparse(
@@ -867,6 +973,14 @@ with wp.Tape() as tape:
                     },
                     related=((src.span(first), "first assignment of this component"),),
                 )
+
+
+def _target(stmt: ast.stmt) -> ast.expr:
+    if isinstance(stmt, ast.Assign):
+        return stmt.targets[0]
+    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        return stmt.target
+    return ast.Constant(None)
 
 
 def _composite_locals(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) -> set[str]:
@@ -878,19 +992,35 @@ def _composite_locals(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) -> se
     for a in args:
         if kd.kind == "func" and _names_composite(src, a.annotation):
             out.add(a.arg)
-    for node in function_body_nodes(fn):
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-            continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        value = node.value
-        composite = False
+    assigns = [
+        (node.targets if isinstance(node, ast.Assign) else [node.target], node.value)
+        for node in function_body_nodes(fn)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+    ]
+
+    def composite(value: ast.expr) -> bool:
         if isinstance(value, ast.Call):
-            composite = _names_composite(src, value.func)
-        elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            wn = src.warp_name(value.func)
+            return _names_composite(src, value.func) or (
+                wn is not None and wn.rpartition(".")[2] in _COMPOSITE_RESULTS
+            )
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
             ann = anns.get(value.value.id)
-            composite = ann is not None and is_array_annotation(src, ann) and _array_of_composite(src, ann)
-        if composite:
-            out.update(t.id for t in targets if isinstance(t, ast.Name))
+            return ann is not None and is_array_annotation(src, ann) and _array_of_composite(src, ann)
+        if isinstance(value, ast.BinOp):  # vector arithmetic: d = p[i + 1] - p[i], v = 0.5 * (a + b)
+            return composite(value.left) or composite(value.right)
+        if isinstance(value, ast.Name):
+            return value.id in out
+        return False
+
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in assigns:
+            names = {t.id for t in targets if isinstance(t, ast.Name)} - out
+            if names and composite(value):
+                out |= names
+                changed = True
     return out
 
 
@@ -1130,8 +1260,8 @@ class DynamicLoopCarry(Rule):
     severity = Severity.ERROR
     fix_safety = FixSafety.NONE
     fix_description = (
-        "make the loop bound static (wp.static / a constant <= max_unroll), accumulate additively "
-        "(log-sum for products of exp), or store per-iteration values in an array"
+        "make the loop bound static (wp.static / a constant <= max_unroll), or accumulate additively "
+        "(the exponent, for a product of exp) into an array and finish in a second kernel"
     )
     doc = RuleDoc(
         what=(
@@ -1165,8 +1295,9 @@ def product(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     out[0] = p
 """,
         fix=(
-            "None automatically: the right rewrite depends on the loop (a static bound, an additive "
-            "log-space accumulation, or a per-iteration array)."
+            "None automatically: the right rewrite depends on the loop (a static bound; an additive "
+            "accumulation stored to an array and used non-linearly only by a later kernel, since the "
+            "same kernel would read it stale after the loop; or per-iteration values in an array)."
         ),
     )
     VALID = [

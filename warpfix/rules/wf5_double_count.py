@@ -44,6 +44,14 @@ def _idempotent(kd: KernelDef) -> bool:
     return bool(written)
 
 
+def _reads_own_output(ev: Event) -> bool:
+    """An output of the launch is bound to the same array as one of its inputs."""
+    assert ev.kernel is not None
+    written = overwritten_params(ev.kernel)
+    outs = {b.id for p, b in ev.binding.items() if p in written}
+    return any(b.id in outs for b, _ in event_value_reads(ev))
+
+
 def _same_launch(a: Event, b: Event) -> bool:
     if a.kernel is None or a.kernel is not b.kernel or a.span == b.span:
         return False
@@ -81,6 +89,7 @@ def duplicate_launches(trace: Trace) -> Iterator[tuple[Event, Event]]:
                 and _same_launch(prev, ev)
                 and ev.kernel is not None
                 and _idempotent(ev.kernel)
+                and not _reads_own_output(ev)
                 and not between_writes.get(tape, set()) & {b.id for b, _ in event_value_reads(prev)}
             ):
                 yield prev, ev
@@ -251,7 +260,6 @@ tape.backward(loss)
                 f"`{name}` keeps its gradient (retain_grad) but is written by {what(first)} at line "
                 f"{first.span.line} and overwritten by {what(later)} at line {later.span.line} on the same "
                 "tape: the earlier write also receives the later write's adjoint",
-                data={"array": name, "at_allocation": buf.retain_grad is None},
                 related=(
                     (first.span, f"`{name}` written here"),
                     (later.span, f"`{name}` overwritten here"),
@@ -360,6 +368,5 @@ tape.backward(loss)
                     repeat.span,
                     message,
                     severity=Severity.ERROR if retained else None,
-                    data={"kernel": kd.name, "first_line": first.span.line, "retained": retained},
                     related=((first.span, "first launch"),),
                 )

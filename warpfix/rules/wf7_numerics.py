@@ -300,9 +300,14 @@ def _sum_of_squares(src: SourceFile, e: ast.expr) -> bool:
     return False
 
 
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue, ast.Break))
+
+
 def _guarded(parents: dict[int, ast.AST], node: ast.AST, names: set[str]) -> bool:
-    """Whether an enclosing ``if``/``while``/conditional expression tests one of ``names``."""
-    cur = parents.get(id(node))
+    """Whether an enclosing ``if``/``while``/conditional expression tests one of ``names``, or
+    an earlier ``if`` on them leaves the block (``if l < eps: return ...``)."""
+    child, cur = node, parents.get(id(node))
     while cur is not None:
         if isinstance(cur, (ast.If, ast.While, ast.IfExp)) and _names(cur.test) & names:
             return True
@@ -312,7 +317,13 @@ def _guarded(parents: dict[int, ast.AST], node: ast.AST, names: set[str]) -> boo
             and cur.func.attr in ("where", "select")
         ):
             return True  # a select guard is WF701's business
-        cur = parents.get(id(cur))
+        for field_name in ("body", "orelse"):
+            block = getattr(cur, field_name, None)
+            if isinstance(block, list) and child in block:
+                for earlier in block[: block.index(child)]:
+                    if isinstance(earlier, ast.If) and _names(earlier.test) & names and _exits(earlier.body):
+                        return True
+        child, cur = cur, parents.get(id(cur))
     return False
 
 

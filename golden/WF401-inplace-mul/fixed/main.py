@@ -46,7 +46,7 @@ def forward(k, x0, v0, target, loss):
     v = wp.clone(v0)
     for _step in range(STEPS):
         v_out = wp.empty_like(v)
-        wp.launch(apply_drag, dim=N, inputs=[v, k, v_out])
+        wp.launch(apply_drag, dim=N, inputs=[v, k], outputs=[v_out])
         v = v_out
         x_new = wp.empty_like(x)
         v_new = wp.empty_like(v)

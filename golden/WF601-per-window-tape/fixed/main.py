@@ -11,17 +11,26 @@ FRAMES = 4
 ITERS = 3
 
 
+@wp.kernel
+def accumulate_loss(term: wp.array(dtype=float), total: wp.array(dtype=float)):
+    """Add one window's loss to the episode loss, on the tape (warpfix WF601)."""
+    wp.atomic_add(total, 0, term[0])
+
+
 def main():
     wind = wp.zeros(1, dtype=wp.vec3, requires_grad=True)
     for it in range(ITERS):
         state = sim.State()
-        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        episode_loss = 0.0
+        loss_total = wp.zeros(1, dtype=float, requires_grad=True)
         tape = wp.Tape()
         with tape:
             for frame in range(FRAMES):
+                loss = wp.zeros(1, dtype=float, requires_grad=True)
                 sim.simulate_frame(state, wind, loss)
-        tape.backward(loss)
-        episode_loss = float(loss.numpy()[0])
+                wp.launch(accumulate_loss, dim=1, inputs=[loss], outputs=[loss_total])
+                episode_loss += float(loss.numpy()[0])
+        tape.backward(loss_total)
         if it == 0:
             print(f"loss0 = {episode_loss:.6f}")
         print(f"iter {it}: loss = {episode_loss:.4f}  dloss/dwind = {wind.grad.numpy()[0]}")

@@ -4,19 +4,9 @@ quadratic term on the same residual."""
 import numpy as np
 import warp as wp
 
+from robust import smooth_abs
+
 N = 48
-EPS = 1.0e-3
-
-
-@wp.func
-def smooth_abs(r: float):
-    return wp.sqrt(r * r + EPS)
-
-
-@wp.func_grad(smooth_abs)
-def adj_smooth_abs(r: float, adj_ret: float):
-    slope = r / wp.sqrt(r * r + EPS)
-    wp.adjoint[r] += slope * adj_ret
 
 
 @wp.kernel

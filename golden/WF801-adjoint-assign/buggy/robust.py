@@ -1,0 +1,15 @@
+"""Robust penalties with hand-written adjoints."""
+
+import warp as wp
+
+EPS = 1.0e-3
+
+
+@wp.func
+def smooth_abs(r: float):
+    return wp.sqrt(r * r + EPS)
+
+
+@wp.func_grad(smooth_abs)
+def adj_smooth_abs(r: float, adj_ret: float):
+    wp.adjoint[r] = r / wp.sqrt(r * r + EPS) * adj_ret
