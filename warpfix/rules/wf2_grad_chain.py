@@ -281,8 +281,8 @@ def _is_false(node: ast.expr | None) -> bool:
 
 def _module_option_calls(src: SourceFile) -> Iterator[ast.Call]:
     """``wp.set_module_options({... "enable_backward": False ...})`` calls for the file's own module."""
-    for node in ast.walk(src.tree):
-        if not (isinstance(node, ast.Call) and src.is_warp(node.func, "set_module_options")):
+    for node in src.nodes_of(ast.Call):
+        if not src.is_warp(node.func, "set_module_options"):
             continue
         if any(kw.arg == "module" for kw in node.keywords) or len(node.args) > 1:
             continue
@@ -536,10 +536,10 @@ def _seed_value(node: ast.expr | None, src_of: dict[str, ast.expr]) -> float | N
     return None
 
 
-def _assignments(tree: ast.AST) -> dict[str, ast.expr]:
+def _assignments(src: SourceFile) -> dict[str, ast.expr]:
     out: dict[str, ast.expr] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+    for node in src.nodes_of(ast.Assign):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             out[node.targets[0].id] = node.value
     return out
 
@@ -637,8 +637,8 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
-        names_by_file = {path: _assignments(src.tree) for path, src in project.files.items()}
-        averaged: set[str] = set().union(*(_averaged_names(src.tree) for src in project.files.values()))
+        names_by_file = {path: _assignments(src) for path, src in project.files.items()}
+        averaged: set[str] = set().union(*(_averaged_names(src) for src in project.files.values()))
         for trace in project.traces:
             names = names_by_file.get(trace.path, {})
             events = trace.events
@@ -706,12 +706,10 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
 _MEANS = frozenset({"mean", "average", "nanmean"})
 
 
-def _averaged_names(tree: ast.Module) -> set[str]:
+def _averaged_names(src: SourceFile) -> set[str]:
     """Expressions the file averages: the names/attributes inside ``np.mean(...)``/``x.mean()`` calls."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in src.nodes_of(ast.Call):
         func = node.func
         fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if fname in _MEANS:

@@ -73,14 +73,6 @@ def _leaves(events: list[Event], tape: int | None, start: int, stop: int) -> dic
     return {k: v for k, v in read.items() if k not in written}
 
 
-def _parent_map(tree: ast.Module) -> dict[int, ast.AST]:
-    parents: dict[int, ast.AST] = {}
-    for parent in ast.walk(tree):
-        for child in ast.iter_child_nodes(parent):
-            parents[id(child)] = parent
-    return parents
-
-
 def _is_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
     """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
     ``x.grad.flatten()``) rather than reading the values."""
@@ -689,7 +681,6 @@ tape.backward(loss)
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
-        parent_maps: dict[str, dict[int, ast.AST]] = {}
         for trace in project.traces:
             events = trace.events
             for idx, ev, states, pending in _walk_grads(trace):
@@ -701,9 +692,7 @@ tape.backward(loss)
                 src = project.files.get(ev.span.path)
                 if src is None:
                     continue
-                if src.path not in parent_maps:
-                    parent_maps[src.path] = _parent_map(src.tree)
-                if _is_reference(parent_maps[src.path], ev.node):
+                if _is_reference(src.parents, ev.node):
                     continue
                 owner = grad.grad_of.root()
                 name = ev.name_of(grad)

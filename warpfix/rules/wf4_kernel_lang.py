@@ -655,10 +655,9 @@ def _project_overwrites(project: Project) -> bool:
     """Whether ``wp.config.enable_vector_component_overwrites = True`` or a module option turns
     on the copy-on-write lowering somewhere in the project."""
     for src in project.files.values():
-        for node in ast.walk(src.tree):
+        for node in src.nodes_of(ast.Assign):
             if (
-                isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Constant)
+                isinstance(node.value, ast.Constant)
                 and node.value.value is True
             ):
                 if any(src.warp_name(t) == "config.enable_vector_component_overwrites" for t in node.targets):

@@ -455,7 +455,7 @@ MAX_TRUNCATED = 256
 def _int_assignments(src: SourceFile) -> dict[str, set[int | None]]:
     """Every name/attribute target in the file -> the values assigned to it (None: not an int literal)."""
     out: dict[str, set[int | None]] = {}
-    for stmt in ast.walk(src.tree):
+    for stmt in src.nodes_of(ast.Assign, ast.AnnAssign):
         if isinstance(stmt, ast.Assign):
             targets, value = stmt.targets, stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
