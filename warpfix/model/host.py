@@ -83,6 +83,7 @@ class HostInterpreter:
         self.kernel_nodes = {id(k.node): k for k in kernels}
         self.ids = itertools.count(1)
         self.globals: dict[str, dict[str, Val]] = {}
+        self.indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
         self.inlined: set[int] = set()  # ids of FunctionDef nodes inlined from another root
         self.method_index: dict[str, list[tuple[SourceFile, ast.ClassDef, ast.FunctionDef]]] = {}
         for src in files.values():
@@ -158,54 +159,98 @@ class HostInterpreter:
 
     # ------------------------------------------------------------------ modules & globals
     def module_globals(self, src: SourceFile) -> dict[str, Val]:
+        """This root's values of the module's globals, created on first use (see :meth:`module_global`)."""
         g = self.globals.get(src.path)
         if g is None:
-            g = {}
-            self.globals[src.path] = g
-            kernels = self.kernels_by_file.get(src.path, {})
-            for stmt in src.tree.body:
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    k = kernels.get(stmt.name)
-                    if k is not None and id(k.node) == id(stmt):
-                        g[stmt.name] = self.new(stmt.name, "kernel", kernel=k)
-                    elif isinstance(stmt, ast.FunctionDef):
-                        g[stmt.name] = self.new(stmt.name, "func", func=(src, stmt))
-                elif isinstance(stmt, ast.ClassDef):
-                    k = kernels.get(stmt.name)
-                    kind = "class" if k is None else ("struct" if k.kind == "struct" else "const")
-                    g[stmt.name] = self.new(stmt.name, kind, cls=(src, stmt))
-                elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
-                    for t in stmt.targets:
-                        if isinstance(t, ast.Name):
-                            g[t.id] = self.new(t.id, "int" if isinstance(stmt.value.value, int) else "const",
-                                               value=stmt.value.value)
-            for mod, level, name, asname in src.project_imports:
-                target = self.resolve_module(src, mod, level)
-                if name is None:
-                    if target is not None:
-                        local = asname or mod.split(".")[0]
-                        if asname or "." not in mod:
-                            g[local] = self.new(local, "module", module=target)
-                    continue
-                if name == "*":
-                    if target is not None:
-                        g.update({k: v for k, v in self.module_globals(target).items() if not k.startswith("_")})
-                    continue
-                if target is not None:
-                    g[asname or name] = self.module_global(target, name)
-                else:
-                    sub = self.resolve_module(src, f"{mod}.{name}" if mod else name, level)
-                    if sub is not None:
-                        g[asname or name] = self.new(name, "module", module=sub)
+            g = self.globals[src.path] = {}
         return g
 
     def module_global(self, src: SourceFile, name: str) -> Val:
+        """The value of a module-level name: a def, class, constant or import of the module (resolved
+        across project modules and star imports), else an unknown value that stays the same object
+        for the rest of the root."""
         g = self.module_globals(src)
         v = g.get(name)
         if v is None:
-            v = self.new(name)
+            v = self.defined_global(src, name, 0) or self.new(name)
             g[name] = v
         return v
+
+    def defined_global(self, src: SourceFile, name: str, depth: int) -> Val | None:
+        g = self.module_globals(src)
+        if name in g:
+            return g[name]
+        if depth > 8:
+            return None
+        index, stars = self.module_index(src)
+        entry = index.get(name)
+        v: Val | None = None
+        if entry is not None:
+            kind = entry[0]
+            if kind == "def":
+                stmt = entry[1]
+                k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
+                if k is not None and id(k.node) == id(stmt):
+                    v = self.new(stmt.name, "kernel", kernel=k)
+                else:
+                    v = self.new(stmt.name, "func", func=(src, stmt))
+            elif kind == "class":
+                stmt = entry[1]
+                k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
+                ckind = "class" if k is None else ("struct" if k.kind == "struct" else "const")
+                v = self.new(stmt.name, ckind, cls=(src, stmt))
+            elif kind == "const":
+                value = entry[1]
+                v = self.new(name, "int" if isinstance(value, int) and not isinstance(value, bool) else "const",
+                             value=value)
+            elif kind == "module":
+                target = self.resolve_module(src, entry[1], entry[2])
+                v = self.new(name, "module", module=target) if target is not None else None
+            elif kind == "from":
+                _, mod, level, orig = entry
+                target = self.resolve_module(src, mod, level)
+                if target is not None:
+                    v = self.defined_global(target, orig, depth + 1) or self.module_global(target, orig)
+                else:
+                    sub = self.resolve_module(src, f"{mod}.{orig}" if mod else orig, level)
+                    v = self.new(orig, "module", module=sub) if sub is not None else None
+        else:
+            for mod, level in stars:
+                target = self.resolve_module(src, mod, level)
+                if target is not None and not name.startswith("_"):
+                    v = self.defined_global(target, name, depth + 1)
+                    if v is not None:
+                        break
+        if v is not None:
+            g[name] = v
+        return v
+
+    def module_index(self, src: SourceFile) -> tuple[dict[str, tuple], list[tuple[str, int]]]:
+        """Module-level definitions and imports by name (computed once per file), and star imports."""
+        hit = self.indexes.get(src.path)
+        if hit is not None:
+            return hit
+        index: dict[str, tuple] = {}
+        stars: list[tuple[str, int]] = []
+        for stmt in src.tree.body:
+            if isinstance(stmt, ast.FunctionDef):
+                index[stmt.name] = ("def", stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                index[stmt.name] = ("class", stmt)
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        index[t.id] = ("const", stmt.value.value)
+        for mod, level, name, asname in src.project_imports:
+            if name is None:
+                if asname or "." not in mod:
+                    index[asname or mod.split(".")[0]] = ("module", mod, level)
+            elif name == "*":
+                stars.append((mod, level))
+            else:
+                index[asname or name] = ("from", mod, level, name)
+        self.indexes[src.path] = (index, stars)
+        return index, stars
 
     def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
         if level:
@@ -602,11 +647,7 @@ class HostInterpreter:
         if isinstance(e, ast.Name):
             v = frame.locals.get(e.id)
             if v is None:
-                g = self.module_globals(src)
-                v = g.get(e.id)
-                if v is None:
-                    v = self.new(e.id)
-                    g[e.id] = v
+                v = self.module_global(src, e.id)
             return v
         if isinstance(e, ast.Attribute):
             if src.warp_name(e) is not None:
