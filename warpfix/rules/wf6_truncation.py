@@ -107,10 +107,30 @@ for it in range(iters):
     tape.zero()
 """,
         fix=(
-            "Safe (the hoist codemod): forward values are unchanged and the gradient becomes the gradient of "
-            "the whole episode. Memory grows with the number of steps; when it does not fit, use gradient "
-            "checkpointing (see warp's example_fluid_checkpoint.py), never a silent per-window truncation. "
-            "Truncated BPTT is a legitimate choice only when made explicitly."
+            "Safe (the hoist codemod, `codemods/wf601_hoist.py`): forward values of the first iteration are "
+            "unchanged and each backward becomes the gradient of the whole episode. The rewrite puts one tape "
+            "around the window loop and one backward after it; adds each window's loss into a `<loss>_total` "
+            "array with a small kernel on the tape; removes the cross-window gradient buffer so the optimizer "
+            "reads `p.grad`, with `tape.zero()` after its last reader; grows a carried state list to "
+            "`frames * K + 1` buffers (`states[i]` becomes `states[frame * K + i]`, a helper receives the "
+            "window's slice, `states[0] = states[-1]` and end-of-window copies go); repeats the allocation of "
+            "per-window scratch outputs (controls, activations) at the top of every window; and gives every "
+            "training iteration a fresh initial state.\n\n"
+            "Shapes rewritten: (1) the frame loop inline in `main` (or any function), state carried by names "
+            "rebound to fresh arrays or by an indexed state list; (2) the frame loop in a helper that receives "
+            "the state list (allocated in the same file), with `states[0] = states[-1]` between windows; "
+            "(3) substeps in a class method (`model.step(states[s], states[s + 1], ctrl)`) on state objects "
+            "with array attributes, end-of-window copies and host-side gradient sums. Anything else (a tape "
+            "created outside the window loop, a loss neither allocated nor zeroed per window, a transformed "
+            "`.grad` read, `break`/`return` in the window loop, a state list allocated in another file, "
+            "in-place scratch updates) is left untouched and the apply report gives the manual recipe for "
+            "that code.\n\n"
+            "Memory: the full-horizon tape keeps every step's state alive until the backward; the edit summary "
+            "names the number of extra state buffers and the allocation each one repeats. When it does not fit, "
+            "use gradient checkpointing (recompute each window's forward during backward from a saved "
+            "window-start state; Warp ships no utility, its `example_fluid_checkpoint.py` shows the pattern), "
+            "never a silent per-window truncation. Truncated BPTT is a legitimate choice only when made "
+            "explicitly."
         ),
     )
     VALID = [
