@@ -185,3 +185,27 @@ def test_write_source_through_a_symlink(tmp_path: Path) -> None:
     os.symlink(real, link)
     write_source(read_source(str(link)), "x = 2\n")
     assert link.is_symlink() and real.read_text(encoding="utf-8") == "x = 2\n"
+
+
+def test_check_if_configured_runs_fd_only_with_an_entry(tmp_path, monkeypatch) -> None:
+    """The pre-commit hook's flag: static without `[tool.warpfix] entry`, `--check` with one."""
+    import warpfix.commands.apply as apply_cmd
+    from warpfix.cli import main
+
+    (tmp_path / "m.py").write_text("import warp as wp\nx = wp.zeros(3)\n")
+    monkeypatch.chdir(tmp_path)
+    calls: list[list[str]] = []
+
+    def fake_check_fixes(paths, command, **kwargs):
+        calls.append(command)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(apply_cmd, "check_fixes", fake_check_fixes)
+    assert main(["apply", "--check-if-configured", "--no-cache", "m.py"]) == 0
+    assert calls == []
+    (tmp_path / "pyproject.toml").write_text('[tool.warpfix]\nentry = ["python", "m.py"]\n')
+    try:
+        main(["apply", "--check-if-configured", "--no-cache", "m.py"])
+    except SystemExit:
+        pass
+    assert calls == [["python", "m.py"]]

@@ -52,6 +52,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--check", action="store_true",
         help="prove each edit by FD verification of `-- CMD...` (default: [tool.warpfix] entry)",
     )
+    p.add_argument(
+        "--check-if-configured", action="store_true",
+        help="--check with the [tool.warpfix] entry command when one is configured, else a static apply "
+        "(the pre-commit hook)",
+    )
     p.add_argument("--device", help="Warp device for --check (e.g. cuda:0)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per verifier run (--check)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.paths[0])
     except ConfigError as exc:
         return _error(str(exc))
+    if args.check_if_configured and config.entry:
+        args.check = True
     if args.entry_command and not args.check:
         return _error("a command after `--` is only used with --check")
     selection = Selection(
