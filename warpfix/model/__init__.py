@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,18 @@ class Project:
             by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
         interp = HostInterpreter(self.files, self.kernels, by_module)
         traces: list[Trace] = []
+        # The interpreter allocates millions of small objects that stay alive in the traces; the
+        # cyclic collector would rescan all of them again and again (minutes on large trees).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._interpret(interp, traces)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return [t for t in traces if t.events]
+
+    def _interpret(self, interp: HostInterpreter, traces: list[Trace]) -> None:
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
         for src in relevant:
@@ -68,7 +81,6 @@ class Project:
                         _run_root(traces, interp.run_class, src, node, todo)
                 elif id(node) not in interp.inlined and self.kernel_for_node(node) is None:
                     _run_root(traces, interp.run_function, src, node)
-        return [t for t in traces if t.events]
 
     def kernel_for_node(self, node: object) -> KernelDef | None:
         return self._kernel_nodes.get(id(node))

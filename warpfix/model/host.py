@@ -26,7 +26,8 @@ from warpfix.model.source import SourceFile
 
 MAX_DEPTH = 6  # inlining depth
 MAX_EVENTS = 5000  # per root
-MAX_STEPS = 8000  # statements executed per root
+MAX_STEPS = 6000  # statements executed per root
+CALL_STEPS = 1500  # statements one inlined call may execute; past that it counts as opaque
 LOOP_UNROLL = 2
 MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 
@@ -63,6 +64,10 @@ class _Budget(Exception):
     pass
 
 
+class _CallBudget(Exception):
+    """An inlined call ran past its own statement budget."""
+
+
 @dataclass
 class _Frame:
     src: SourceFile
@@ -77,6 +82,11 @@ class HostInterpreter:
     def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile]):
         self.files = files
         self.modules = modules  # dotted module name -> file
+        self.module_suffixes: dict[str, list[SourceFile]] = {}  # "b.c" -> files of modules "a.b.c", "b.c"
+        for src in {id(f): f for f in modules.values()}.values():
+            parts = src.module_name.split(".")
+            for k in range(len(parts)):
+                self.module_suffixes.setdefault(".".join(parts[k:]), []).append(src)
         self.kernels_by_file: dict[str, dict[str, KernelDef]] = {}
         for k in kernels:
             self.kernels_by_file.setdefault(k.path, {})[k.name] = k
@@ -92,6 +102,8 @@ class HostInterpreter:
                     if isinstance(stmt, ast.FunctionDef):
                         self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
         self.effectful = _effectful_functions(files)
+        self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
+        self.call_limits: list[int] = []
         # per-root state
         self.steps = 0
         self.events: list[Event] = []
@@ -261,7 +273,7 @@ class HostInterpreter:
         if full in self.modules:
             return self.modules[full]
         # the same module named from a sibling folder (scripts importing their neighbours)
-        candidates = [f for name, f in self.modules.items() if name.endswith("." + full) or name == full]
+        candidates = self.module_suffixes.get(full, ())
         return candidates[0] if len(candidates) == 1 else None
 
     def class_attr(self, cls_val: Val, name: str) -> Val:
@@ -352,6 +364,7 @@ class HostInterpreter:
 
     def reset(self) -> None:
         self.steps = 0
+        self.call_limits = []
         self.events = []
         self.loops = {}
         self.tapes = []
@@ -378,6 +391,8 @@ class HostInterpreter:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise _Budget
+        if self.call_limits and self.steps > self.call_limits[-1]:
+            raise _CallBudget
         if isinstance(s, ast.Assign):
             value = self.eval(s.value, frame)
             for t in s.targets:
@@ -884,7 +899,12 @@ class HostInterpreter:
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
                site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
-        if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH or id(fn) not in self.effectful:
+        if (
+            id(fn) in self.func_stack
+            or len(self.func_stack) >= MAX_DEPTH
+            or id(fn) not in self.effectful
+            or id(fn) in self.too_costly
+        ):
             return self.new(fn.name + "()")
         self.inlined.add(id(fn))
         frame = _Frame(fsrc, {})
@@ -913,13 +933,23 @@ class HostInterpreter:
             frame.self_val = args[0]
         self.func_stack.append(id(fn))
         self.call_stack.append((caller_src or fsrc).span(site))
+        limit = self.steps + CALL_STEPS
+        self.call_limits.append(min(limit, self.call_limits[-1]) if self.call_limits else limit)
         try:
             self.block(fn.body, frame)
         except _Return:
             pass
+        except _CallBudget:
+            if self.steps <= limit:  # an enclosing call's budget ran out, not this one's
+                raise
+            # Too costly to follow (a model builder, a solver setup): the rest of this call and
+            # every later call of the function are opaque, so the caller's own code is still seen.
+            self.too_costly.add(id(fn))
+            frame.returned = None
         finally:
             self.func_stack.pop()
             self.call_stack.pop()
+            self.call_limits.pop()
         return frame.returned or self.new(fn.name + "()")
 
     # ------------------------------------------------------------------ warp API
