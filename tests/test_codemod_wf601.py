@@ -388,3 +388,17 @@ def test_golden_verify_fails_across_windows_then_passes(case: str) -> None:
     params = [p for b in after.backwards for p in b.params]
     assert params and all(p.verdict == "pass" for p in params)
     assert after.exit_code == 0
+
+
+def test_apply_reports_the_memory_the_hoist_adds(tmp_path, monkeypatch) -> None:
+    """The edit summary names the extra state buffers (the issue: memory cost of a full-horizon tape)."""
+    import shutil
+
+    from warpfix.apply import Selection, plan_fixes
+
+    work = tmp_path / "buggy"
+    shutil.copytree(GOLDEN / "WF601-state-list-helper" / "buggy", work)
+    monkeypatch.chdir(work)
+    result = plan_fixes(["."], selection=Selection(select=["WF601"], use_cache=False))
+    (edit,) = [e for e in result.edits if e.kept]
+    assert "extra state buffers" in edit.reason and "gradient checkpointing" in edit.reason

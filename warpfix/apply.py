@@ -121,7 +121,9 @@ def plan_fixes(
         for finding, why in result.skipped:
             reported.setdefault((finding.rule, finding.path, finding.line), Edit(finding, False, why))
         for finding in result.applied:
-            reported[(finding.rule, finding.path, finding.line)] = Edit(finding, True, "applied")
+            reported[(finding.rule, finding.path, finding.line)] = Edit(
+                finding, True, "applied" + result.note(finding)
+            )
         if not result.new_sources:
             break
         current.update(result.new_sources)
@@ -270,7 +272,7 @@ def check_fixes(
             if ok:
                 kept.append(finding)
                 current = {**start, **trial.new_sources}
-                out.edits.append(Edit(finding, True, why, baseline, after))
+                out.edits.append(Edit(finding, True, why + trial.note(finding), baseline, after))
                 baseline = after
             else:
                 failed.append((finding, baseline, after, why))
@@ -283,7 +285,10 @@ def check_fixes(
                 if ok:
                     current = {**start, **together.new_sources}
                     for finding in joined:
-                        out.edits.append(Edit(finding, True, f"{why} (only together with the others)", baseline, after))
+                        out.edits.append(Edit(
+                            finding, True, f"{why} (only together with the others){together.note(finding)}",
+                            baseline, after,
+                        ))
                     failed = [item for item in failed if not any(item[0] is f for f in joined)]
                     kept.extend(joined)
                     baseline = after

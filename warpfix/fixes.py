@@ -39,6 +39,13 @@ class FixResult:
     new_sources: dict[str, str] = field(default_factory=dict)  # only the files that changed
     applied: list[Finding] = field(default_factory=list)
     skipped: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, why)
+    # what an applied rewrite wants the user to know (WF601: the memory the hoist adds), by id(finding)
+    notes: dict[int, str] = field(default_factory=dict)
+
+    def note(self, finding: Finding) -> str:
+        """``"; <note>"`` for an applied finding whose codemod left a summary, else ``""``."""
+        text = self.notes.get(id(finding))
+        return f"; {text}" if text else ""
 
 
 class _LineMap:
@@ -109,7 +116,7 @@ def compute_edits(sources: dict[str, str], findings: list[Finding], *, unsafe: b
     for finding in sorted(_unique(findings), key=_order):
         reason = _allowed(finding, unsafe)
         if reason is None:
-            reason = _apply_one(finding, current, maps)
+            reason = _apply_one(finding, current, maps, result.notes)
         if reason is None:
             result.applied.append(finding)
         else:
@@ -119,8 +126,11 @@ def compute_edits(sources: dict[str, str], findings: list[Finding], *, unsafe: b
     return result
 
 
-def _apply_one(finding: Finding, current: dict[str, str], maps: dict[str, _LineMap]) -> str | None:
-    """Apply one finding's codemod to ``current`` in place; return why not, or None."""
+def _apply_one(
+    finding: Finding, current: dict[str, str], maps: dict[str, _LineMap], notes: dict[int, str]
+) -> str | None:
+    """Apply one finding's codemod to ``current`` in place; return why not, or None. A codemod's
+    ``scratch["summary"]`` is kept in ``notes``."""
     path = finding.path
     if path not in current:
         return f"{path}: source not given"
@@ -160,4 +170,6 @@ def _apply_one(finding: Finding, current: dict[str, str], maps: dict[str, _LineM
     for target, new_code in rewritten.items():
         maps.setdefault(target, _LineMap()).record(current[target], new_code)
         current[target] = new_code
+    if scratch.get("summary"):
+        notes[id(finding)] = str(scratch["summary"])
     return None
