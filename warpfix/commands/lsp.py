@@ -1,4 +1,4 @@
-"""``warpfix lsp``: run the language server over stdio (for editors; see docs/integrations.md)."""
+"""``warpfix lsp``: run the language server over stdio (for editors; see the README's Integrations section)."""
 
 from __future__ import annotations
 
