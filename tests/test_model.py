@@ -240,3 +240,39 @@ def test_known_trip_counts_slices_and_struct_fields() -> None:
     field = next(e for e in trace.events if e.kind == "field_set")
     assert field.detail == {"target": "p.q", "field": "q"}
     assert field.writes[0].id == launches[0].reads[0].id
+
+
+def test_unevaluable_index_differs_across_passes_and_methods_get_own_traces() -> None:
+    code = """
+    import warp as wp
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        y[0] = x[0]
+
+    class Sim:
+        def __init__(self):
+            self.controls = [wp.zeros(1) for _ in range(10)]
+            self.tick = 0
+            self.tape = wp.Tape()
+
+        def step(self):
+            c = self.controls[min(self.tick, 9)]
+            wp.launch(f, 1, inputs=[c], outputs=[c])
+            self.tick += 1
+
+        def rollout(self):
+            with self.tape:
+                for _ in range(self.n):
+                    self.step()
+
+        def log(self):
+            print(self.controls[0].grad)
+    """
+    pr = project(m=code)
+    by_root = {t.root: t for t in pr.traces}
+    assert {"m.py:Sim.rollout", "m.py:Sim.log"} <= set(by_root)
+    launches = [e for e in by_root["m.py:Sim.rollout"].events if e.kind == "launch"]
+    assert len(launches) == 2 and launches[0].reads[0].id != launches[1].reads[0].id
+    assert launches[0].reads[0].id == launches[0].writes[0].id  # same pass, same element
+    assert not any(e.kind == "launch" for e in by_root["m.py:Sim.log"].events)

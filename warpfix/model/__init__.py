@@ -90,12 +90,13 @@ class Project:
         return {id(k.node): k for k in self.kernels}
 
 
-def _run_root(traces: list[Trace], run: Callable[..., Trace], *args: object) -> None:
+def _run_root(traces: list[Trace], run: Callable[..., Trace | list[Trace]], *args: object) -> None:
     """Interpret one root; code the interpreter cannot follow costs that root, never the check."""
     try:
-        traces.append(run(*args))
+        out = run(*args)
     except Exception:  # noqa: BLE001 - an interpreter gap must not crash a lint run
         return
+    traces.extend(out if isinstance(out, list) else [out])
 
 
 def _has_host_effects(text: str) -> bool:

@@ -319,8 +319,10 @@ class HostInterpreter:
         self.run_body(fn, frame)
         return Trace(f"{src.path}:{fn.name}", src.path, self.events, self.loops)
 
-    def run_class(self, src: SourceFile, cls: ast.ClassDef, methods: list[ast.FunctionDef]) -> Trace:
-        """``__init__`` once, then each method no module body reached, on one shared ``self``."""
+    def run_class(self, src: SourceFile, cls: ast.ClassDef, methods: list[ast.FunctionDef]) -> list[Trace]:
+        """``__init__`` once, then each method no module body reached, on one shared ``self``: one
+        trace per method (``__init__``'s events, then the method's), because the order in which a
+        caller outside the project invokes the methods is unknown."""
         self.reset()
         self_val = self.new("self", "object", cls=(src, cls))
         init = _find_method(cls, "__init__")
@@ -328,16 +330,20 @@ class HostInterpreter:
             try:
                 self.inline(src, init, [self_val], {}, init, bound_self=True)
             except _Budget:
-                return Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)
+                return [Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)]
+        setup, setup_loops, steps = self.events, self.loops, self.steps
+        traces = []
         for fn in methods:
+            self.events, self.loops, self.steps = list(setup), dict(setup_loops), steps
+            self.tapes, self.loop_stack, self.branch_stack, self.call_stack = [], [], [], []
             frame = _Frame(src, {}, self_val=self_val)
             if not _is_static(fn) and (fn.args.posonlyargs or fn.args.args):
                 first = (fn.args.posonlyargs or fn.args.args)[0].arg
                 frame.locals[first] = self_val
             self.bind_unknown_params(fn, frame, skip_self=not _is_static(fn))
-            if not self.run_body(fn, frame):
-                break
-        return Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)
+            self.run_body(fn, frame)
+            traces.append(Trace(f"{src.path}:{cls.name}.{fn.name}", src.path, self.events, self.loops))
+        return traces
 
     def bind_unknown_params(self, fn: ast.FunctionDef, frame: _Frame, skip_self: bool) -> None:
         args = fn.args
@@ -650,7 +656,10 @@ class HostInterpreter:
             return str(v.value)
         if isinstance(sl, ast.Tuple):
             return ",".join(self.index_key(e, frame) for e in sl.elts)
-        return "expr:" + _text(sl)
+        # An index the interpreter cannot evaluate (`xs[min(t, n)]` with `t += 1` per step) names the
+        # same element within one loop pass, but may name another one in the next pass.
+        passes = ",".join(f"{loop}.{k}" for loop, k in self.loop_stack)
+        return f"expr:{_text(sl)}@{passes}" if passes else "expr:" + _text(sl)
 
     def eval(self, e: ast.expr | None, frame: _Frame) -> Val:
         if e is None:

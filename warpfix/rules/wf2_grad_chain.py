@@ -638,7 +638,8 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
 
     def check(self, project: Project) -> Iterator[Finding]:
         names_by_file = {path: _assignments(src) for path, src in project.files.items()}
-        averaged: set[str] = set().union(*(_averaged_names(src) for src in project.files.values()))
+        # the objective is averaged where the seed is made: a `mean` in another file says nothing about it
+        averaged_by_file = {path: _averaged_names(src) for path, src in project.files.items()}
         for trace in project.traces:
             names = names_by_file.get(trace.path, {})
             events = trace.events
@@ -660,6 +661,7 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
                     )
                     if owner is not None and bwd is not None:
                         label = ev.name_of(ev.writes[0]).removesuffix(".grad")
+                        averaged = averaged_by_file.get(ev.span.path, set())
                         yield from self._judge(events, ev, owner, label, value, bwd.tape, averaged)
                 elif ev.kind == "backward" and ev.detail.get("grads") and isinstance(ev.node, ast.Call):
                     grads = next((kw.value for kw in ev.node.keywords if kw.arg == "grads"), None)
@@ -670,6 +672,7 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
                             continue
                         owner = _buffer_named(events[:idx], ast.unparse(key), ev.tape)
                         if owner is not None:
+                            averaged = averaged_by_file.get(ev.span.path, set())
                             yield from self._judge(
                                 events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape, averaged
                             )
