@@ -276,3 +276,32 @@ def test_unevaluable_index_differs_across_passes_and_methods_get_own_traces() ->
     assert len(launches) == 2 and launches[0].reads[0].id != launches[1].reads[0].id
     assert launches[0].reads[0].id == launches[0].writes[0].id  # same pass, same element
     assert not any(e.kind == "launch" for e in by_root["m.py:Sim.log"].events)
+
+
+def test_properties_are_inlined() -> None:
+    code = """
+    import warp as wp
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        y[0] = x[0]
+
+    class Drone:
+        def __init__(self):
+            self.controls = [wp.zeros(1) for _ in range(10)]
+            self.tick = 0
+
+        @property
+        def control(self):
+            return self.controls[min(self.tick, 9)]
+
+    def main(n):
+        d = Drone()
+        for _ in range(n):
+            wp.launch(f, 1, inputs=[d.control], outputs=[d.control])
+            d.tick += 1
+    """
+    pr = project(m=code)
+    trace = next(t for t in pr.traces if t.root == "m.py:main")
+    launches = [e for e in trace.events if e.kind == "launch"]
+    assert launches[0].reads[0].id != launches[1].reads[0].id

@@ -677,6 +677,10 @@ class HostInterpreter:
             if src.warp_name(e) is not None:
                 return self.new(_text(e), "const")
             owner = self.eval(e.value, frame)
+            if owner.kind == "object" and owner.cls is not None and e.attr not in owner.attrs:
+                getter = _find_method(owner.cls[1], e.attr)
+                if getter is not None and _is_property(getter):
+                    return self.inline(owner.cls[0], getter, [owner], {}, e, caller_src=src, bound_self=True)
             v = self.attr(owner, e.attr)
             if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
                 self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
@@ -1216,6 +1220,14 @@ def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
             return stmt
     return None
+
+
+def _is_property(fn: ast.FunctionDef) -> bool:
+    return any(
+        (isinstance(d, ast.Name) and d.id in ("property", "cached_property"))
+        or (isinstance(d, ast.Attribute) and d.attr == "cached_property")
+        for d in fn.decorator_list
+    )
 
 
 def _is_static(fn: ast.FunctionDef) -> bool:
