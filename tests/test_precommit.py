@@ -200,6 +200,6 @@ def test_manifest_is_valid_and_defines_both_hooks() -> None:
 
     hooks = {hook["id"]: hook for hook in load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
     assert set(hooks) == {"warpfix", "warpfix-check"}
-    assert hooks["warpfix"]["entry"] == "warpfix apply"
+    assert hooks["warpfix"]["entry"] == "warpfix apply --check-if-configured"
     assert hooks["warpfix-check"]["entry"] == "warpfix check"
     assert all(h["require_serial"] and h["types"] == ["python"] for h in hooks.values())
