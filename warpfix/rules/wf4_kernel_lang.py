@@ -1171,11 +1171,15 @@ def dynamic_loop_hazards(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) ->
             c: max((i for i, s in enumerate(inner) if c in _stored_names(s)), default=len(inner))
             for c in carried
         }
+        # Each reverse iteration replays the body before its adjoints, so inside the loop only a
+        # local that an iteration reads before it assigns it is carried (`j = start + i` is not);
+        # after the loop every local the loop assigns still has its pre-loop value in backward.
+        carried_in_body = _read_before_assigned(inner, carried)
         for stmt_list, is_after in ((inner, False), (after, True)):
             for pos, stmt in enumerate(stmt_list):
                 if id(stmt) in seen:
                     continue
-                live = carried
+                live = carried if is_after else carried_in_body
                 if not is_after and not uses_index and isinstance(loop, ast.For):
                     live = {c for c in carried if last_update[c] >= pos}
                 hazard = _first_hazard(flow, stmt, live) if live else None
@@ -1183,6 +1187,27 @@ def dynamic_loop_hazards(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) ->
                     seen.add(id(stmt))
                     node, name, operand = hazard
                     yield LoopHazard(loop, stmt, node, name, operand, is_after)
+
+
+def _read_before_assigned(body: list[ast.stmt], names: set[str]) -> set[str]:
+    """The ``names`` an iteration of ``body`` (statements in execution order) reads before it assigns them."""
+    out: set[str] = set()
+    assigned: set[str] = set()
+    for s in body:
+        if isinstance(s, (ast.If, ast.While)):
+            parts: list[ast.AST] = [s.test]
+        elif isinstance(s, ast.For):
+            parts = [s.iter]
+        elif isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):
+            parts = [s]
+        else:
+            parts = []
+        loads = {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if isinstance(s, ast.AugAssign):
+            loads |= _names_of(s.target)
+        out |= (loads & names) - assigned
+        assigned |= _stored_names(s)
+    return out
 
 
 def _names_of(node: ast.AST) -> set[str]:
