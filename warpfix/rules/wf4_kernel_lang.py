@@ -1353,6 +1353,26 @@ with wp.Tape() as tape:
 """,
             note="additive accumulation, linear recurrence, static loop",
         ),
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def joint_energy(q: wp.array(dtype=float), start: int, n: int, out: wp.array(dtype=float)):
+    j = int(0)
+    c = float(0.0)
+    for i in range(n):
+        j = start + i
+        c = wp.sin(q[j])
+        wp.atomic_add(out, 0, c * c)
+
+q = wp.ones(8, dtype=float, requires_grad=True)
+out = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(joint_energy, dim=1, inputs=[q, 2, 4], outputs=[out])
+""",
+            note="locals rebound at the top of every iteration are not carried: backward replays the body",
+        ),
     ]
     INVALID = [
         Example(
