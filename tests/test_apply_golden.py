@@ -28,8 +28,6 @@ def _cases() -> list:
         if (folder / "fixed").is_dir() and (folder / "buggy").is_dir():
             spec = json.loads(case.read_text(encoding="utf-8"))
             rule = spec["rule"]
-            if rule == "WF601":  # its codemod has its own issue and its own golden tests
-                continue
             version = parse_version(spec["warp_version"]) if spec.get("warp_version") else None
             out.append(pytest.param(folder, rule, version, id=folder.name))
     return out
