@@ -58,8 +58,29 @@ def test_every_rule_has_a_golden_case() -> None:
 def test_golden_buggy_variants_have_findings_of_their_rule() -> None:
     for case_dir, case, _ in (p.values for p in CASES):
         buggy = case["variants"].get("buggy")
-        if buggy is not None:
-            assert any(f.endswith(":" + case["rule"]) for f in buggy), f"{case_dir.name}: buggy lacks {case['rule']}"
+        if buggy is None:
+            continue
+        if case["rule"] in case.get("verify", {}).get("buggy", []):  # a runtime rule: `warpfix verify` finds it
+            continue
+        assert any(f.endswith(":" + case["rule"]) for f in buggy), f"{case_dir.name}: buggy lacks {case['rule']}"
+
+
+VERIFY_CASES = [
+    pytest.param(case_dir, case, variant, id=f"{case_dir.name}/{variant}")
+    for case_dir, case, variant in (p.values for p in CASES)
+    if variant in case.get("verify", {})
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case_dir", "case", "variant"), VERIFY_CASES)
+def test_golden_verify_findings(case_dir: Path, case: dict, variant: str) -> None:
+    """Runtime rules (WF804, WF9xx): the rules `warpfix verify` reports on the variant, exactly."""
+    from warpfix.verify import run_verify
+
+    report = run_verify(case["entry"], cwd=str(case_dir / variant), timeout=300)
+    assert report.error is None, report.error
+    assert {f.rule for f in report.findings} == set(case["verify"][variant])
 
 
 @pytest.mark.slow
