@@ -305,3 +305,30 @@ def test_properties_are_inlined() -> None:
     trace = next(t for t in pr.traces if t.root == "m.py:main")
     launches = [e for e in trace.events if e.kind == "launch"]
     assert launches[0].reads[0].id != launches[1].reads[0].id
+
+
+def test_property_names_on_unknown_receivers_are_not_stable_values() -> None:
+    code = """
+    import warp as wp
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        y[0] = x[0]
+
+    class Drone:
+        @property
+        def control(self):
+            return self.controls[self.tick]
+
+    def rollout(drone, n):
+        tape = wp.Tape()
+        with tape:
+            for _ in range(n):
+                wp.launch(f, 1, inputs=[drone.state], outputs=[drone.control.torque])
+                wp.launch(f, 1, inputs=[drone.control.torque], outputs=[drone.state])
+    """
+    pr = project(m=code)
+    trace = next(t for t in pr.traces if t.root == "m.py:rollout")
+    launches = [e for e in trace.events if e.kind == "launch"]
+    assert launches[1].reads[0].id != launches[2].writes[0].id  # drone.control differs per access
+    assert launches[0].reads[0].id == launches[1].writes[0].id  # plain attributes stay one value

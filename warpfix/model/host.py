@@ -96,11 +96,14 @@ class HostInterpreter:
         self.indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
         self.inlined: set[int] = set()  # ids of FunctionDef nodes inlined from another root
         self.method_index: dict[str, list[tuple[SourceFile, ast.ClassDef, ast.FunctionDef]]] = {}
+        self.property_names: set[str] = set()  # names of @property getters of project classes
         for src in files.values():
             for node in src.nodes_of(ast.ClassDef):
                 for stmt in node.body:
                     if isinstance(stmt, ast.FunctionDef):
                         self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
+                        if _is_property(stmt):
+                            self.property_names.add(stmt.name)
         self.effectful = _effectful_functions(files)
         self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
         self.call_limits: list[int] = []
@@ -681,6 +684,9 @@ class HostInterpreter:
                 getter = _find_method(owner.cls[1], e.attr)
                 if getter is not None and _is_property(getter):
                     return self.inline(owner.cls[0], getter, [owner], {}, e, caller_src=src, bound_self=True)
+            elif owner.kind == "unknown" and e.attr in self.property_names and e.attr not in owner.attrs:
+                # maybe a computed property of a project class: not one stable value
+                return self.new(f"{owner.label}.{e.attr}")
             v = self.attr(owner, e.attr)
             if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
                 self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
