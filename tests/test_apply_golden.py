@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from codemods import COMMANDS
 from tests.conftest import REPO
 from warpfix.apply import Selection, plan_fixes
 from warpfix.engine import parse_version
@@ -28,6 +29,8 @@ def _cases() -> list:
         if (folder / "fixed").is_dir() and (folder / "buggy").is_dir():
             spec = json.loads(case.read_text(encoding="utf-8"))
             rule = spec["rule"]
+            if rule not in COMMANDS:  # no rewrite (WF804 is found at run time): fixed/ is by hand
+                continue
             version = parse_version(spec["warp_version"]) if spec.get("warp_version") else None
             out.append(pytest.param(folder, rule, version, id=folder.name))
     return out
