@@ -332,3 +332,27 @@ def test_property_names_on_unknown_receivers_are_not_stable_values() -> None:
     launches = [e for e in trace.events if e.kind == "launch"]
     assert launches[1].reads[0].id != launches[2].writes[0].id  # drone.control differs per access
     assert launches[0].reads[0].id == launches[1].writes[0].id  # plain attributes stay one value
+
+
+def test_repeated_list_shares_one_object_until_an_item_is_rebound() -> None:
+    code = """
+    import warp as wp
+
+    @wp.kernel
+    def f(x: wp.array(dtype=float)):
+        x[0] = 1.0
+
+    def main():
+        xs = [wp.zeros(1)] * 3
+        fresh = wp.zeros(1)
+        xs[2] = fresh
+        tape = wp.Tape()
+        with tape:
+            wp.launch(f, 1, inputs=[xs[0]])
+            wp.launch(f, 1, inputs=[xs[1]])
+            wp.launch(f, 1, inputs=[xs[2]])
+    """
+    pr = project(m=code)
+    trace = next(t for t in pr.traces if t.root == "m.py:main")
+    a, b, c = (e.writes[0].id for e in trace.events if e.kind == "launch")
+    assert a == b and c != a

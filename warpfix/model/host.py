@@ -90,7 +90,6 @@ class HostInterpreter:
         self.kernels_by_file: dict[str, dict[str, KernelDef]] = {}
         for k in kernels:
             self.kernels_by_file.setdefault(k.path, {})[k.name] = k
-        self.kernel_nodes = {id(k.node): k for k in kernels}
         self.ids = itertools.count(1)
         self.globals: dict[str, dict[str, Val]] = {}
         self.indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
@@ -747,9 +746,7 @@ class HostInterpreter:
                     return self.new(_text(e), "int", value=r)
             if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
                 v = self.new("list", "list")
-                only = left.items["0"]
-                v.factory = None
-                v.items = _SameItem(only)  # type: ignore[assignment]
+                v.items = _SameItem(left.items["0"])  # type: ignore[assignment]
                 return v
             return self.new(_text(e))
         if isinstance(e, ast.UnaryOp):
@@ -912,8 +909,6 @@ class HostInterpreter:
                 recv.kind = "object"
                 recv.cls = (csrc, cnode)
                 return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
-        if recv.kind == "func" and recv.func is not None:
-            return self.opaque_call(e, args, kwargs, src)
         return self.opaque_call(e, args, kwargs, src)
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
@@ -1137,20 +1132,17 @@ class HostInterpreter:
 
 
 class _SameItem(dict):
-    """Items of ``[x] * n``: every index is the same object."""
+    """Items of ``[x] * n``: every index is the same object until one is rebound."""
 
     def __init__(self, only: Val) -> None:
         super().__init__()
         self.only = only
 
     def get(self, key, default=None):  # type: ignore[override]
-        return self.only
+        return super().get(key, self.only)
 
     def __getitem__(self, key):  # type: ignore[override]
-        return self.only
-
-    def __setitem__(self, key, value) -> None:  # rebinding one element breaks the sharing
-        super().__setitem__(key, value)
+        return super().get(key, self.only)
 
 
 _EFFECT_WARP = {

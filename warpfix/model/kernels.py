@@ -38,6 +38,7 @@ def _const(node: ast.expr) -> object:
 
 def find_kernels(src: SourceFile) -> Iterator[KernelDef]:
     """Every decorated Warp definition in the file, at any nesting depth."""
+    consts = _module_int_constants(src)
     for node in src.nodes_of(ast.FunctionDef, ast.ClassDef):
         if not node.decorator_list:
             continue
@@ -58,12 +59,17 @@ def find_kernels(src: SourceFile) -> Iterator[KernelDef]:
                     options["snippet"] = call.args[0] if call.args else options.get("snippet")
                     if len(call.args) > 1:
                         options["adj_snippet"] = call.args[1]
-            yield _build(src, node, kind, options, target)
+            yield _build(src, node, kind, options, target, consts)
             break
 
 
 def _build(
-    src: SourceFile, node: ast.FunctionDef | ast.ClassDef, kind: KernelKind, options: dict, target: str | None
+    src: SourceFile,
+    node: ast.FunctionDef | ast.ClassDef,
+    kind: KernelKind,
+    options: dict,
+    target: str | None,
+    consts: set[str],
 ) -> KernelDef:
     kd = KernelDef(node.name, kind, src.path, src.span(node), node, {}, options, target)
     if isinstance(node, ast.ClassDef):
@@ -73,21 +79,21 @@ def _build(
         return kd
     for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
         ann = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-        is_array = "array" in ann or ann.startswith("wp.types.array") or "indexedarray" in ann
+        is_array = "array" in ann  # wp.array(...), wp.array[...], indexedarray, fabricarray
         kd.params[arg.arg] = ParamFacts(arg.arg, ann, is_array=is_array, is_struct=not is_array)
-    _AccessCollector(src, kd).run()
+    _AccessCollector(src, kd, consts).run()
     return kd
 
 
 class _AccessCollector:
     """Walks a kernel body in statement order and records each access to a parameter."""
 
-    def __init__(self, src: SourceFile, kd: KernelDef) -> None:
+    def __init__(self, src: SourceFile, kd: KernelDef, consts: set[str]) -> None:
         self.src = src
         self.kd = kd
         self.loops: list[LoopKind] = []
         self.read_indices: dict[str, set[str]] = {}
-        self.consts = _module_int_constants(src)  # cached per file
+        self.consts = consts  # module-level int constants: static loop bounds
         self.calls: list[tuple[str, list[ast.expr], tuple[LoopKind, ...], ast.Call]] = []
 
     def run(self) -> None:
@@ -255,18 +261,9 @@ class _AccessCollector:
                 self.expr(child.iter)
 
 
-_CONSTANTS: dict[int, tuple[SourceFile, set[str]]] = {}
-
-
 def _module_int_constants(src: SourceFile) -> set[str]:
     """Module-level names bound to int literals or ``wp.constant(...)``: static loop bounds."""
-    hit = _CONSTANTS.get(id(src))
-    if hit is not None and hit[0] is src:
-        return hit[1]
     out: set[str] = set()
-    if len(_CONSTANTS) > 4096:
-        _CONSTANTS.clear()
-    _CONSTANTS[id(src)] = (src, out)
     for stmt in src.tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             value = stmt.value
