@@ -31,7 +31,7 @@ from warpfix.config import Config
 from warpfix.engine import CheckResult, check_paths, check_sources
 from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
-from warpfix.fsutil import SourceError, SourceText, read_source, write_source
+from warpfix.fsutil import write_texts
 
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
@@ -66,7 +66,7 @@ class ApplyResult:
     originals: dict[str, str] = field(default_factory=dict)  # path -> text before (changed files only)
     changed: dict[str, str] = field(default_factory=dict)  # path -> text after
     remaining: list[Finding] = field(default_factory=list)  # findings of the final code
-    errors: list[str] = field(default_factory=list)  # one line each; any error means nothing is written
+    errors: list[str] = field(default_factory=list)  # one line each: files that could not be read, skipped
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,11 +85,15 @@ class Selection:
     use_cache: bool = True
 
 
-def _initial(paths: Sequence[str], sel: Selection) -> tuple[CheckResult, list[str]]:
-    result = check_paths(
-        paths, select=sel.select, ignore=sel.ignore, config=sel.config, use_cache=sel.use_cache,
-        warp_version=sel.warp_version,
-    )
+def _initial(paths: Sequence[str], sel: Selection, sources: dict[str, str] | None = None) -> tuple[CheckResult, list[str]]:
+    if sources is not None:  # stdin: the text stands for the file, its imports are read from disk
+        result = check_sources(sources, select=sel.select, ignore=sel.ignore, config=sel.config,
+                               warp_version=sel.warp_version, follow_imports=True)
+    else:
+        result = check_paths(
+            paths, select=sel.select, ignore=sel.ignore, config=sel.config, use_cache=sel.use_cache,
+            warp_version=sel.warp_version,
+        )
     errors = [f"{e.path}: {e.message}" for e in result.errors]
     return result, errors
 
@@ -105,14 +109,16 @@ def _fixable(findings: Sequence[Finding], unsafe: bool) -> list[Finding]:
 
 
 def plan_fixes(
-    paths: Sequence[str], *, selection: Selection = Selection(), unsafe: bool = False, rounds: int = 4
+    paths: Sequence[str], *, selection: Selection = Selection(), unsafe: bool = False, rounds: int = 4,
+    sources: dict[str, str] | None = None,
 ) -> ApplyResult:
-    """Compute every applicable fix without proving it; nothing is written."""
-    check, errors = _initial(paths, selection)
+    """Compute every applicable fix without proving it; nothing is written. Files that cannot be
+    read or parsed are in ``errors`` and skipped; ``sources`` (path -> text) replaces ``paths``."""
+    check, errors = _initial(paths, selection, sources)
     out = ApplyResult(errors=errors)
-    if errors:
-        return out
     original = dict(check.sources)
+    if sources is not None:
+        original.update({p: t for p, t in sources.items() if p not in original})
     current = dict(original)
     findings = check.findings
     reported: dict[tuple, Edit] = {}
@@ -226,8 +232,6 @@ def check_fixes(
         from warpfix.verify import run_verify as verify
     check, errors = _initial(paths, selection)
     out = ApplyResult(errors=errors)
-    if errors:
-        return out
     root = os.path.abspath(root)
     outside = [p for p in check.sources if os.path.relpath(os.path.abspath(p), root).startswith("..")]
     if outside:
@@ -309,25 +313,9 @@ def _changed(original: dict[str, str], current: dict[str, str]) -> dict[str, str
 
 # ------------------------------------------------------------------------------------ writing
 def write_changes(result: ApplyResult) -> list[str]:
-    """Write the changed files atomically; returns one-line errors (files that could not be written).
+    """Write the changed files (see :func:`warpfix.fsutil.write_texts`); returns one-line errors.
 
     Every file is read back first and compared with the text the fixes started from, so a
     file edited meanwhile is left alone.
     """
-    errors: list[str] = []
-    texts: dict[str, SourceText] = {}
-    for path in result.changed:
-        try:
-            texts[path] = read_source(path)
-        except SourceError as exc:
-            errors.append(str(exc))
-            continue
-        if texts[path].text != result.originals[path]:
-            errors.append(f"{path}: changed on disk while fixing; not written")
-            del texts[path]
-    for path, src in texts.items():
-        try:
-            write_source(src, result.changed[path])
-        except SourceError as exc:
-            errors.append(str(exc))
-    return errors
+    return write_texts(result.originals, result.changed)

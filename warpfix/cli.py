@@ -1,12 +1,20 @@
 """Command line: ``warpfix check|apply|verify|rules|lsp``. Each verb lives in ``warpfix/commands/<verb>.py``
-and exposes ``add_parser(subparsers)`` and ``run(args) -> int``."""
+and exposes ``add_parser(subparsers)`` and ``run(args) -> int``.
+
+Command modules import only the standard library and light warpfix modules at the top (the
+analysis, libcst, rich, the verifier and pygls are imported by ``run`` when used), so that
+``warpfix --version`` and the parser are fast. An internal error exits 2 with one line and a
+hint; ``--debug`` shows its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 from warpfix import __version__
@@ -28,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find, fix and prove gradient bugs in NVIDIA Warp differentiable programs.",
     )
     parser.add_argument("--version", action="version", version=f"warpfix {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
         module.add_parser(sub)
@@ -44,6 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except KeyboardInterrupt:
         print("warpfix: interrupted", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - one line and exit 2, not a traceback
+        if getattr(args, "debug", False):
+            raise
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        print(
+            f"warpfix: internal error: {type(exc).__name__}: {exc}{where}; run again with --debug for the "
+            "traceback, and please report it",
+            file=sys.stderr,
+        )
         return 2
 
 

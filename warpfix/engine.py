@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
 from warpfix import __version__
-from warpfix.config import Config, selected
+from warpfix.config import Config, ProjectConfig
+from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
+from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
-from warpfix.suppress import is_suppressed, suppressions
+from warpfix.runtime_rules import RUNTIME_IDS
+from warpfix.suppress import UNUSED_ID, filter_findings
 
-SKIP_DIRS = {"__pycache__", "node_modules", "build", "dist", "site-packages", "venv", "env", ".venv"}
+__all__ = ["InputError", "discover", "read_source"]  # re-exported: discovery lives in warpfix.discovery
+
 CACHE_DIR = ".warpfix_cache"
-
-
-@dataclass(frozen=True)
-class InputError:
-    path: str
-    message: str
+MAX_NESTING = 200  # AST depth beyond which the model's recursive walks cannot go
 
 
 @dataclass
@@ -33,6 +34,7 @@ class CheckResult:
     files_checked: int = 0
     sources: dict[str, str] = field(default_factory=dict)  # checked files that may hold findings
     cached: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)  # files not checked, by reason
 
 
 class UsageError(Exception):
@@ -59,55 +61,6 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-# ---------------------------------------------------------------------------------- discovery
-def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[InputError]]:
-    """Python files under ``paths`` (files as given; folders walked, skipping virtualenvs, build
-    output and hidden folders below them). Missing paths are errors."""
-    import fnmatch
-
-    files: list[str] = []
-    errors: list[InputError] = []
-    seen: set[str] = set()
-
-    def add(p: str) -> None:
-        key = os.path.realpath(p)
-        if key not in seen and not any(fnmatch.fnmatch(p, pat) for pat in exclude):
-            seen.add(key)
-            files.append(p)
-
-    for given in paths:
-        if os.path.isfile(given):
-            add(given)
-        elif os.path.isdir(given):
-            for root, dirs, names in os.walk(given):
-                dirs[:] = sorted(
-                    d for d in dirs
-                    if not d.startswith(".") and d not in SKIP_DIRS and not os.path.isfile(os.path.join(root, d, "pyvenv.cfg"))
-                )
-                for n in sorted(names):
-                    if n.endswith(".py"):
-                        add(os.path.join(root, n) if root != "." else n)
-        else:
-            errors.append(InputError(given, "no such file or directory"))
-    return files, errors
-
-
-def read_source(path: str) -> tuple[str | None, str | None]:
-    """(text, None) or (None, one-line error)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}"
-    if b"\x00" in data:
-        return None, "binary file (contains NUL bytes), skipped"
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return None, f"not valid UTF-8 (byte {exc.start}), skipped"
-    return text, None
-
-
 def _might_matter(text: str) -> bool:
     """Cheap text test: a file that never mentions warp cannot hold a Warp gradient bug."""
     return "warp" in text
@@ -117,9 +70,39 @@ def parse_file(path: str, text: str) -> tuple[SourceFile | None, str | None]:
     try:
         return SourceFile.parse(path, text, module_name_for(path)), None
     except SyntaxError as exc:
-        return None, f"syntax error at line {exc.lineno}: {exc.msg}"
-    except (ValueError, RecursionError, MemoryError) as exc:
+        where = f"line {exc.lineno}"
+        cell = cell_position(text, exc.lineno or 0) if is_notebook(path) else None
+        if cell is not None:
+            where = f"cell {cell[0]}, line {cell[1]}"
+        return None, f"syntax error at {where}: {exc.msg} (parsed as Python {sys.version_info[0]}.{sys.version_info[1]})"
+    except RecursionError:
+        return None, "nesting too deep to parse, skipped"
+    except (ValueError, MemoryError) as exc:
         return None, f"cannot parse: {exc}"
+
+
+def nesting_depth(src: SourceFile) -> int:
+    """The depth of the file's syntax tree (iteratively: deep trees are what it measures)."""
+    depth = {id(src.tree): 0}
+    deepest = 0
+    for node in src.nodes:  # breadth first: parents come before their children
+        d = depth.get(id(node))
+        if d is None:
+            d = depth[id(node)] = depth.get(id(src.parents.get(id(node))), 0) + 1
+        deepest = max(deepest, d)
+    return deepest
+
+
+def build_checked(files: dict[str, SourceFile], version: tuple[int, ...], errors: list[InputError]) -> Project:
+    """:func:`build_project`, dropping the files nested too deeply for the analysis (each one a
+    one-line error) when it runs out of recursion depth."""
+    try:
+        return build_project(files, version)
+    except RecursionError:
+        for path in [p for p, src in files.items() if nesting_depth(src) > MAX_NESTING]:
+            errors.append(InputError(path, f"nesting too deep for the analysis (more than {MAX_NESTING} levels), skipped"))
+            del files[path]
+        return build_project(files, version)
 
 
 def _follow_imports(files: dict[str, SourceFile], errors: list[InputError]) -> None:
@@ -158,34 +141,36 @@ def run_rules(
     *,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
-    config: Config | None = None,
+    config: Config | ProjectConfig | None = None,
 ) -> list[Finding]:
     config = config or Config()
-    sel = [s.upper() for s in (select or config.select)]
-    ign = [s.upper() for s in (*ignore, *config.ignore)]
     findings: dict[tuple[str, Span], Finding] = {}
+    ran: list[str] = []
+    runnable: list[str] = []
     for rule_cls in all_rules():
-        if not selected(rule_cls.id, sel, ign):
-            continue
         rule = rule_cls(warp_version=project.warp_version)
         if not rule.applies_to_warp(project.warp_version):
             continue
+        runnable.append(rule_cls.id)
+        if not config.enables(rule_cls.id, None, select, ignore):
+            continue
+        ran.append(rule_cls.id)
         try:
             for f in rule.check(project):
                 findings.setdefault((f.rule, f.span), f)
         except RecursionError:  # pathological nesting: skip the rule for this project
             continue
-    sup_cache: dict[str, dict] = {}
-    out = []
-    for f in findings.values():
-        src = project.files.get(f.path)
-        if src is not None:
-            table = sup_cache.setdefault(f.path, suppressions(src.text))
-            if is_suppressed(table, f.line, f.rule):
-                continue
-        if f.rule in config.ignored_for(f.path):
-            continue
-        out.append(f)
+    reported = [f for f in findings.values() if config.enables(f.rule, f.path, select, ignore)]
+    reported = [f if f.fix.safety is FixSafety.NONE or config.for_path(f.path).fixes(f.rule)
+                else dataclasses.replace(f, fix=Fix(FixSafety.NONE, f.fix.description)) for f in reported]
+
+    def ran_in(path: str) -> set[str]:
+        return {r for r in ran if config.enables(r, path, select, ignore)}
+
+    texts = {p: src.text for p, src in project.files.items()}
+    known = [r.id for r in all_rules()] + list(RUNTIME_IDS)
+    out = filter_findings(reported, texts, known=known, runnable=runnable,
+                          ran=ran_in if UNUSED_ID in ran else None)
     out.sort(key=Finding.sort_key)
     return out
 
@@ -195,7 +180,7 @@ def check_sources(
     *,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
-    config: Config | None = None,
+    config: Config | ProjectConfig | None = None,
     warp_version: tuple[int, ...] | None = None,
     follow_imports: bool = False,
 ) -> CheckResult:
@@ -212,7 +197,7 @@ def check_sources(
             files[path] = parsed
     if follow_imports:
         _follow_imports(files, errors)
-    project = build_project(files, warp_version or installed_warp_version())
+    project = build_checked(files, warp_version or installed_warp_version(), errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})
 
@@ -222,7 +207,7 @@ def check_paths(
     *,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
-    config: Config | None = None,
+    config: Config | ProjectConfig | None = None,
     jobs: int = 1,
     use_cache: bool = True,
     warp_version: tuple[int, ...] | None = None,
@@ -230,7 +215,8 @@ def check_paths(
     """Check files and folders. Unreadable or unparsable files become errors; the rest is checked."""
     config = config or Config()
     version = warp_version or installed_warp_version()
-    file_list, errors = discover(paths, config.exclude)
+    found = discover(paths, config)
+    file_list, errors = found.files, found.errors
     texts: dict[str, str] = {}
     for p in file_list:
         text, err = read_source(p)
@@ -244,16 +230,17 @@ def check_paths(
         hit = _cache_load(key)
         if hit is not None:
             findings, parse_errors = hit
-            return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True)
+            return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
+                               skipped=dict(found.skipped))
     parsed, parse_errors = _parse_all(relevant, jobs)
     files = dict(parsed)
     _follow_imports(files, parse_errors)
-    project = build_project(files, version)
+    project = build_checked(files, version, parse_errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     if key is not None:
         _cache_store(key, findings, parse_errors)
     sources = {p: s.text for p, s in files.items()}
-    return CheckResult(findings, errors + parse_errors, len(texts), sources)
+    return CheckResult(findings, errors + parse_errors, len(texts), sources, skipped=dict(found.skipped))
 
 
 def _parse_all(texts: dict[str, str], jobs: int) -> tuple[dict[str, SourceFile], list[InputError]]:

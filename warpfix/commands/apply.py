@@ -1,7 +1,9 @@
 """``warpfix apply [PATH...] [--diff] [--unsafe-fixes] [--check -- CMD...]``: fix what can be fixed.
 
-Exit codes: 0 nothing to do, 1 files changed (or, with ``--diff``, would change),
-2 usage or input error (nothing is written then).
+Exit codes: 0 nothing to do and no error-level finding remains; 1 files changed (with ``--diff``:
+would change) or an error-level finding remains (so the pre-commit hook fails until it is
+resolved); 2 a usage or input error (the files that could be read are still fixed; the others
+are named on stderr). ``-`` reads the source from stdin and prints the fixed source.
 """
 
 from __future__ import annotations
@@ -13,11 +15,24 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from warpfix.apply import ApplyResult, Edit, Selection, check_fixes, plan_fixes, write_changes
-from warpfix.commands.check import add_selection_args, split_ids, validate_ids
-from warpfix.config import ConfigError, load_config
-from warpfix.engine import parse_version
+from warpfix.commands._common import (
+    add_config_args,
+    add_debug_arg,
+    add_output_args,
+    add_selection_args,
+    error,
+    project_config,
+    report_stream,
+    split_ids,
+    stdin_path,
+    use_color,
+)
+from warpfix.config import ConfigError
+
+if TYPE_CHECKING:
+    from warpfix.apply import ApplyResult, Edit
 
 
 class _ApplyParser(argparse.ArgumentParser):
@@ -39,13 +54,15 @@ class _ApplyParser(argparse.ArgumentParser):
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "apply",
-        help="apply fixes (exit 0: nothing to do, 1: files changed, 2: usage/input error)",
+        help="apply fixes (exit 0: nothing to do, 1: files changed or errors remain, 2: usage/input error)",
         description="Apply the safe fixes of RULES.md. With --check -- CMD, prove each edit with finite "
         "differences of the program CMD runs, and keep only the edits that pass.",
     )
     p.__class__ = _ApplyParser
-    p.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders (default: .)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .); `-` reads stdin")
     add_selection_args(p)
+    add_config_args(p)
+    add_output_args(p, ("text", "json"))
     p.add_argument("--diff", action="store_true", help="print unified diffs and write nothing")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe")
     p.add_argument(
@@ -59,79 +76,118 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", help="Warp device for --check (e.g. cuda:0)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per verifier run (--check)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write .warpfix_cache/")
-    p.add_argument("--warp-version", help=argparse.SUPPRESS)
+    add_debug_arg(p)
     p.set_defaults(run=run, entry_command=[])
 
 
-def _error(message: str) -> int:
-    print(f"warpfix: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
-    select, ignore = split_ids(args.select), split_ids(args.ignore)
-    problem = validate_ids(select + ignore)
-    if problem:
-        return _error(problem)
-    missing = [p for p in args.paths if not os.path.exists(p)]
-    if missing:
-        return _error(f"{missing[0]}: no such file or directory")
+    from warpfix import apply as fixing
+    from warpfix.discovery import decode
+    from warpfix.engine import parse_version
+
     try:
-        config = load_config(args.paths[0])
-    except ConfigError as exc:
-        return _error(str(exc))
-    if args.check_if_configured and config.entry:
+        stdin = stdin_path(args)
+        config = project_config(args)
+        paths = args.paths or ["."]
+        missing = [p for p in paths if p != "-" and not os.path.lexists(p)]
+        if missing:
+            return error(f"{missing[0]}: no such file or directory")
+        local = config.for_path(stdin or paths[0])
+    except (ValueError, ConfigError) as exc:
+        return error(str(exc))
+    if args.check_if_configured and local.entry and not stdin:
         args.check = True
     if args.entry_command and not args.check:
-        return _error("a command after `--` is only used with --check")
-    selection = Selection(
-        select=select, ignore=ignore, config=config, use_cache=not args.no_cache,
+        return error("a command after `--` is only used with --check")
+    selection = fixing.Selection(
+        select=split_ids(args.select), ignore=split_ids(args.ignore), config=config, use_cache=not args.no_cache,
         warp_version=parse_version(args.warp_version) if args.warp_version else None,
     )
-    if args.check:
-        command = args.entry_command or list(config.entry)
-        if not command:
-            return _error("--check needs the program to run: `warpfix apply --check -- python train.py`")
-        result = check_fixes(
-            args.paths, command, root=".", selection=selection, unsafe=args.unsafe_fixes,
-            device=args.device or config.device, timeout=args.timeout,
-        )
-    else:
-        result = plan_fixes(args.paths, selection=selection, unsafe=args.unsafe_fixes)
-    if result.errors:
-        for line in result.errors:
-            print(f"warpfix: {line}", file=sys.stderr)
-        return 2
+    try:
+        if args.check:
+            if stdin:
+                return error("--check cannot read stdin")
+            command = args.entry_command or list(local.entry)
+            if not command:
+                return error("--check needs the program to run: `warpfix apply --check -- python train.py`")
+            result = fixing.check_fixes(
+                paths, command, root=".", selection=selection, unsafe=args.unsafe_fixes,
+                device=args.device or local.device, timeout=args.timeout,
+            )
+        elif stdin:
+            data = sys.stdin.buffer.read()
+            text, problem = decode(stdin, data)
+            if text is None:
+                sys.stdout.buffer.write(data)
+                return error(f"{stdin}: {problem}")
+            raw = data.decode("utf-8-sig")
+            result = fixing.plan_fixes([], selection=selection, unsafe=args.unsafe_fixes, sources={stdin: text})
+        else:
+            result = fixing.plan_fixes(paths, selection=selection, unsafe=args.unsafe_fixes)
+    except ConfigError as exc:
+        return error(str(exc))
+    for line in result.errors:
+        print(f"error: {line}", file=sys.stderr)
+    if stdin:
+        return _print_fixed(args, result, stdin, raw)
 
     if not args.diff:
-        write_errors = write_changes(result)
+        write_errors = fixing.write_changes(result)
+        for line in write_errors:
+            print(f"error: {line}", file=sys.stderr)
         if write_errors:
-            for line in write_errors:
-                print(f"warpfix: {line}", file=sys.stderr)
             return 2
 
-    if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
-    elif args.diff:
+    with report_stream(args) as out:
+        if args.format == "json":
+            out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        elif args.diff:
+            out.write(unified_diffs(result))
+        elif not args.quiet or result.changed:
+            render_text(result, checked=args.check, color=use_color(args, out), file=out)
+    if result.errors:
+        return 2
+    return 1 if result.changed or _errors_remain(result) else 0
+
+
+def _errors_remain(result: ApplyResult) -> bool:
+    return any(f.severity.value == "error" for f in result.remaining)
+
+
+def _print_fixed(args: argparse.Namespace, result: ApplyResult, path: str, raw: str) -> int:
+    """stdin: the fixed source on stdout (a notebook: its JSON, only the fixed cells changed; the
+    source as it was when it cannot be fixed), or its diff with ``--diff``."""
+    from warpfix import notebook
+
+    if args.diff:
         sys.stdout.write(unified_diffs(result))
+    elif path not in result.changed:
+        sys.stdout.write(raw)
+    elif notebook.is_notebook(path):
+        sys.stdout.write(notebook.splice(notebook.parse(raw), result.changed[path]))
     else:
-        render_text(result, checked=args.check, color=sys.stdout.isatty())
-    return 1 if result.changed else 0
+        sys.stdout.write(result.changed[path])
+    if result.errors:
+        return 2
+    return 1 if result.changed or _errors_remain(result) else 0
 
 
 def unified_diffs(result: ApplyResult) -> str:
+    """A unified diff per changed file (a notebook: per changed cell, ``a/nb.ipynb:cell 3``)."""
+    from warpfix.notebook import is_notebook
+    from warpfix.report.cells import cell_sources
+
     out = []
     for path in sorted(result.changed):
-        out.extend(
-            difflib.unified_diff(
-                result.originals[path].splitlines(keepends=True),
-                result.changed[path].splitlines(keepends=True),
-                fromfile=f"a/{path}",
-                tofile=f"b/{path}",
-            )
-        )
+        old, new = result.originals[path], result.changed[path]
+        pairs = [(path, old, new)]
+        if is_notebook(path):
+            before, after = cell_sources(path, old), cell_sources(path, new)
+            pairs = [(label, before[label], after.get(label, "")) for label in before if before[label] != after.get(label)]
+        for label, a, b in pairs:
+            out.extend(difflib.unified_diff(
+                a.splitlines(keepends=True), b.splitlines(keepends=True), fromfile=f"a/{label}", tofile=f"b/{label}",
+            ))
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 
 
@@ -155,6 +211,8 @@ def render_text(result: ApplyResult, *, checked: bool, color: bool, file: io.Tex
     from rich.syntax import Syntax
     from rich.table import Table
 
+    from warpfix.report.cells import localize
+
     console = Console(file=file or sys.stdout, force_terminal=color, no_color=not color, width=110 if not color else None)
     diffs = unified_diffs(result)
     if diffs:
@@ -170,7 +228,9 @@ def render_text(result: ApplyResult, *, checked: bool, color: bool, file: io.Tex
         table.add_column("result")
         table.add_column("why", overflow="fold")
         for e in shown:
-            row = [e.finding.rule, f"{e.finding.path}:{e.finding.line}"]
+            shown, cell = localize(e.finding, result.originals)
+            where = f"{shown.path}:cell {cell}:{shown.line}" if cell is not None else f"{shown.path}:{shown.line}"
+            row = [e.finding.rule, where]
             if checked:
                 row.append(f"{_fd(e.fd_before)} -> {_fd(e.fd_after)}" if e.fd_after else "")
             row += [_status(e), escape(e.reason)]

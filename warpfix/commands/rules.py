@@ -1,11 +1,10 @@
-"""``warpfix rules [ID]``: list the rules, or print one rule's doc."""
+"""``warpfix rules [ID]``: list the rules (the static ones, then those only ``warpfix verify``
+reports), or print one rule's doc."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from warpfix.rules import all_rules, rule_by_id
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,13 +14,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from warpfix.rules import all_rules, rule_by_id
+    from warpfix.runtime_rules import RUNTIME_RULES, runtime_rule
+
     if args.rule:
-        rule = rule_by_id(args.rule)
+        rule = rule_by_id(args.rule) or runtime_rule(args.rule)
         if rule is None:
-            print(f"warpfix: unknown rule {args.rule!r}", file=sys.stderr)
+            print(f"warpfix: unknown rule {args.rule!r} (`warpfix rules` lists them)", file=sys.stderr)
             return 2
         sys.stdout.write(rule.render_doc())
         return 0
     for r in all_rules():
         print(f"{r.id}  {r.name:<28} {r.severity.value:<8} fix: {r.fix_safety.value}")
+    for rt in RUNTIME_RULES:
+        print(f"{rt.id}  {rt.name:<28} {rt.severity:<8} fix: none  (warpfix verify)")
     return 0

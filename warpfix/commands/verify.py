@@ -9,8 +9,6 @@ import os
 import sys
 
 from warpfix.config import ConfigError, load_config
-from warpfix.verify import run_verify
-from warpfix.verify.render import render_report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from warpfix.verify import run_verify  # imported when used: `warpfix --version` stays fast
+    from warpfix.verify.render import render_report
+
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]

@@ -7,10 +7,6 @@ from pathlib import Path
 
 from warpfix.report.base import CheckResultLike, InputErrorLike, fix_marker, rule_doc_url
 from warpfix.report.diff import render_diff, unified_diff
-from warpfix.report.github import render_github
-from warpfix.report.json_out import render_json
-from warpfix.report.sarif import render_sarif
-from warpfix.report.text import render_text
 
 __all__ = [
     "FORMATS",
@@ -34,6 +30,8 @@ def render(
     sources: Mapping[str, str] | None = None,
     color: bool = False,
     root: str | Path | None = None,
+    skipped: Mapping[str, int] | None = None,
+    quiet: bool = False,
 ) -> str:
     """Render a check result in one of :data:`FORMATS` and return the text to print.
 
@@ -47,20 +45,34 @@ def render(
 
     ``sources`` maps paths to file contents (the checked files): the text format shows
     lines from it and SARIF computes fixes from it; files missing from it are read from disk.
-    ``warp_version`` is the installed Warp version as a string ("1.19.0").
+    ``warp_version`` is the installed Warp version as a string ("1.19.0"). Notebook findings are
+    shown in cell coordinates (``nb.ipynb:cell 3:2:5``; JSON adds ``"cell": 3``). ``skipped``
+    (reason -> count) and ``quiet`` (no summary) apply to the text format.
+
+    Each format's module is imported when it is used (rich only for text).
     """
     findings = list(result.findings)
     errors = list(result.errors)
     if fmt == "text":
+        from warpfix.report.text import render_text
+
         return render_text(
-            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color
+            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color,
+            skipped=skipped, quiet=quiet,
         )
     if fmt == "json":
+        from warpfix.report.json_out import render_json
+
         return render_json(
-            findings, warp_version=warp_version, errors=errors, files_checked=result.files_checked
+            findings, warp_version=warp_version, errors=errors, files_checked=result.files_checked,
+            sources=sources,
         )
     if fmt == "sarif":
+        from warpfix.report.sarif import render_sarif
+
         return render_sarif(findings, warp_version=warp_version, errors=errors, sources=sources, root=root)
     if fmt == "github":
-        return render_github(findings, errors=errors)
+        from warpfix.report.github import render_github
+
+        return render_github(findings, errors=errors, sources=sources)
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -7,14 +7,16 @@ One line per finding::
 Severity maps to the command (``error``, ``warning``, ``notice``). Values are escaped as
 the Actions toolkit does: ``%``, CR and LF in the message; additionally ``:`` and ``,`` in
 properties. Columns are only given for single-line spans (GitHub ignores them otherwise).
+A notebook finding gives the line inside its cell and starts its message with ``cell N:``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from warpfix.finding import Finding, Severity
 from warpfix.report.base import InputErrorLike, fix_marker, sorted_findings
+from warpfix.report.cells import localize
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -32,7 +34,8 @@ def _command(name: str, properties: dict[str, str | int], message: str) -> str:
     return f"::{name} {props}::{escape_data(message)}"
 
 
-def _annotation(finding: Finding) -> str:
+def _annotation(finding: Finding, sources: Mapping[str, str]) -> str:
+    finding, cell = localize(finding, sources)
     s = finding.span
     props: dict[str, str | int] = {"file": s.path, "line": s.line}
     if s.end_line == s.line:
@@ -40,15 +43,17 @@ def _annotation(finding: Finding) -> str:
     else:
         props["endLine"] = s.end_line
     props["title"] = f"{finding.rule} {finding.name}"
-    message = finding.message
+    message = finding.message if cell is None else f"cell {cell}: {finding.message}"
     marker = fix_marker(finding)
     if marker:
         message += f"\n{marker} fix: {finding.fix.description}"
     return _command(_COMMAND[finding.severity], props, message)
 
 
-def render_github(findings: Sequence[Finding], *, errors: Sequence[InputErrorLike] = ()) -> str:
-    lines = [_annotation(f) for f in sorted_findings(findings)]
+def render_github(
+    findings: Sequence[Finding], *, errors: Sequence[InputErrorLike] = (), sources: Mapping[str, str] | None = None
+) -> str:
+    lines = [_annotation(f, sources or {}) for f in sorted_findings(findings)]
     lines += [
         _command("error", {"file": e.path, "title": "warpfix: file not checked"}, e.message)
         for e in sorted(errors, key=lambda e: e.path)

@@ -5,16 +5,19 @@ Shape (stable, ``version`` bumps on incompatible changes)::
     {"version": 1, "warp_version": "1.19.0", "files_checked": 3,
      "findings": [Finding.to_json(), ...],
      "errors": [{"path": "bad.py", "message": "invalid syntax (line 3)"}]}
+
+A finding in a notebook has ``"cell": N`` (1-based, among all cells) and lines inside that cell.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from warpfix.finding import Finding
 from warpfix.report.base import InputErrorLike, sorted_findings
+from warpfix.report.cells import localize
 
 JSON_FORMAT_VERSION = 1
 
@@ -25,16 +28,25 @@ def json_document(
     warp_version: str,
     errors: Sequence[InputErrorLike] = (),
     files_checked: int | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "version": JSON_FORMAT_VERSION,
         "warp_version": warp_version,
-        "findings": [f.to_json() for f in sorted_findings(findings)],
+        "findings": [_finding(f, sources or {}) for f in sorted_findings(findings)],
         "errors": [{"path": e.path, "message": e.message} for e in sorted(errors, key=lambda e: e.path)],
     }
     if files_checked is not None:
         doc["files_checked"] = files_checked
     return doc
+
+
+def _finding(finding: Finding, sources: Mapping[str, str]) -> dict[str, Any]:
+    local, cell = localize(finding, sources)
+    out = local.to_json()
+    if cell is not None:
+        out["cell"] = cell
+    return out
 
 
 def render_json(
@@ -43,6 +55,8 @@ def render_json(
     warp_version: str,
     errors: Sequence[InputErrorLike] = (),
     files_checked: int | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> str:
-    doc = json_document(findings, warp_version=warp_version, errors=errors, files_checked=files_checked)
+    doc = json_document(findings, warp_version=warp_version, errors=errors, files_checked=files_checked,
+                        sources=sources)
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from warpfix import __version__
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.report.base import InputErrorLike, rule_doc_url, sorted_findings
+from warpfix.report.cells import localize
 from warpfix.report.diff import line_hunks
 from warpfix.report.fixedits import fix_changes
 from warpfix.rules import Rule, all_rules
@@ -152,23 +153,26 @@ def sarif_log(
 
     results = []
     for finding in sorted_findings(findings):
+        shown, cell = localize(finding, sources or {})  # notebooks: lines inside the cell
         result: dict[str, Any] = {
             "ruleId": finding.rule,
             "ruleIndex": index[finding.rule],
             "level": _LEVEL[finding.severity],
             "message": {"text": finding.message},
-            "locations": [{"physicalLocation": locator.physical(finding.span)}],
+            "locations": [{"physicalLocation": locator.physical(shown.span)}],
         }
-        if finding.related:
+        if shown.related:
             result["relatedLocations"] = [
                 {"id": i, "physicalLocation": locator.physical(span), "message": {"text": message}}
-                for i, (span, message) in enumerate(finding.related, start=1)
+                for i, (span, message) in enumerate(shown.related, start=1)
             ]
-        if finding.fix.safety is not FixSafety.NONE and sources:
+        if finding.fix.safety is not FixSafety.NONE and sources and shown is finding:
             fix = _fix(finding, sources, locator)
             if fix:
                 result["fixes"] = [fix]
         result["properties"] = {"fixSafety": finding.fix.safety.value, "name": finding.name}
+        if cell is not None:
+            result["properties"]["cell"] = cell
         results.append(result)
 
     notifications = [

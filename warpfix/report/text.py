@@ -12,7 +12,8 @@ One block per finding::
 
 ``[*]`` marks a fix that ``warpfix apply`` makes, ``[-]`` a fix that needs
 ``warpfix apply --unsafe-fixes``; a finding without a fix has no marker. A summary closes
-the report.
+the report. A notebook finding is placed as ``nb.ipynb:cell 3:2:5`` (cell 3, its line 2), and its
+snippet shows the cell's lines.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rich.text import Text
 
 from warpfix.finding import Finding, Severity
 from warpfix.report.base import InputErrorLike, count_fixable, fix_marker, sorted_findings
+from warpfix.report.cells import for_display
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
 _TAB_SIZE = 4
@@ -89,6 +91,21 @@ def _header(finding: Finding) -> Text:
     return text
 
 
+def _skipped(skipped: Mapping[str, int]) -> Text | None:
+    counts = {k: v for k, v in skipped.items() if v}
+    if not counts:
+        return None
+    venvs = counts.pop("virtualenv", 0)
+    parts = []
+    if counts:
+        total = sum(counts.values())
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        parts.append(f"{total} file{'s' * (total != 1)} ({why})")
+    if venvs:
+        parts.append(f"{venvs} virtualenv{'s' * (venvs != 1)}")
+    return Text(f"Skipped {' and '.join(parts)}.")
+
+
 def _summary(
     findings: Sequence[Finding], errors: Sequence[InputErrorLike], files_checked: int | None
 ) -> list[Text]:
@@ -126,11 +143,17 @@ def render_text(
     sources: Mapping[str, str] | None = None,
     files_checked: int | None = None,
     color: bool = False,
+    skipped: Mapping[str, int] | None = None,
+    quiet: bool = False,
+    show_errors: bool = True,
 ) -> str:
     """The report as a string; with ``color`` it carries ANSI styles for a terminal.
 
     ``sources`` maps finding paths to file contents; paths missing from it are read from
-    disk, and a finding whose line cannot be read is shown without a snippet.
+    disk, and a finding whose line cannot be read is shown without a snippet. ``skipped``
+    (reason -> count) adds a line to the summary; ``quiet`` leaves the summary out;
+    ``show_errors=False`` leaves the input errors' lines to the caller (who prints them on
+    stderr), the summary still counts them.
     """
     buf = io.StringIO()
     console = Console(
@@ -144,8 +167,9 @@ def render_text(
         soft_wrap=True,
         width=200,
     )
+    shown, sources = for_display(sorted_findings(findings), sources or {})
     cache = _SourceCache(sources)
-    for finding in sorted_findings(findings):
+    for finding in shown:
         console.print(_header(finding))
         line = cache.line(finding.path, finding.line)
         if line is not None:
@@ -157,11 +181,16 @@ def render_text(
         if fix_marker(finding):
             console.print(Text(f"{pad}= help: {finding.fix.description}"))
         console.print()
-    for error in sorted(errors, key=lambda e: e.path):
+    for error in sorted(errors, key=lambda e: e.path) if show_errors else ():
         line = Text()
         line.append("error", style="bold red")
         line.append(f": {error.path}: {error.message}")
         console.print(line)
+    if quiet:
+        return buf.getvalue()
     for row in _summary(findings, errors, files_checked):
         console.print(row)
+    note = _skipped(skipped or {})
+    if note is not None:
+        console.print(note)
     return buf.getvalue()
