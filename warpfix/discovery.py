@@ -94,7 +94,7 @@ def discover(paths: Sequence[str], config: Excluding | None = None) -> Discovery
                 for n in sorted(names):
                     if not n.endswith(SUFFIXES):
                         continue
-                    p = os.path.join(root, n) if root != "." else n
+                    p = os.path.normpath(os.path.join(root, n))
                     if excluded(p):
                         out.skipped["excluded"] += 1
                         continue

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from warpfix.finding import Finding
 from warpfix.fsutil import write_texts
+from warpfix.suppress import UNUSED_ID
 
 _IGNORE_LIST = re.compile(r"(#\s*warpfix:\s*ignore\[)([^\]]*)(\])", re.IGNORECASE)
 _BARE = re.compile(r"#\s*warpfix:\s*ignore(?![\w\[-])", re.IGNORECASE)
@@ -70,6 +71,8 @@ def add_noqa(findings: Sequence[Finding], sources: Mapping[str, str]) -> tuple[i
     """Add the comments in the files of ``findings``: (comments added, one-line problems)."""
     by_file: dict[str, dict[int, list[str]]] = {}
     for f in findings:
+        if f.rule == UNUSED_ID:  # a stale suppression is removed, not suppressed
+            continue
         rules = by_file.setdefault(f.path, {}).setdefault(f.line, [])
         if f.rule not in rules:
             rules.append(f.rule)
