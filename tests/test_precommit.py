@@ -202,4 +202,43 @@ def test_manifest_is_valid_and_defines_both_hooks() -> None:
     assert set(hooks) == {"warpfix", "warpfix-check"}
     assert hooks["warpfix"]["entry"] == "warpfix apply --check-if-configured"
     assert hooks["warpfix-check"]["entry"] == "warpfix check"
-    assert all(h["require_serial"] and h["types"] == ["python"] for h in hooks.values())
+    assert all(h["require_serial"] and h["types_or"] == ["python", "jupyter"] for h in hooks.values())
+
+
+# Only WF202 (`enable_backward=False` on a taped kernel): an error whose fix is unsafe, so the hook cannot fix it.
+UNFIXABLE = BUGGY.replace("@wp.kernel\ndef sq_err", "@wp.kernel(enable_backward=False)\ndef sq_err").replace(
+    "y = wp.zeros(n, dtype=float)", "y = wp.zeros(n, dtype=float, requires_grad=True)"
+)
+
+
+def _notebook(code: str) -> str:
+    import json
+
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": part.splitlines(keepends=True)} for part in code.split("\n\n\n")]
+    return json.dumps({"cells": cells, "metadata": {"language_info": {"name": "python"}},
+                       "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+@pytest.mark.slow
+@needs_git
+def test_fix_hook_fixes_notebooks_and_fails_while_an_unfixable_error_remains(
+    hook_repo: Path, dependencies: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    (project / "unfixable.py").write_text(UNFIXABLE)
+    (project / "fit.ipynb").write_text(_notebook(BUGGY))
+    _git(project, "add", "unfixable.py", "fit.ipynb")
+    env = _env(tmp_path, dependencies)
+
+    first = _try_repo(hook_repo, "warpfix", project, env)
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "requires_grad=True" in (project / "fit.ipynb").read_text()  # the notebook was fixed
+    assert (project / "unfixable.py").read_text() == UNFIXABLE
+
+    _git(project, "add", "fit.ipynb")
+    second = _try_repo(hook_repo, "warpfix", project, env)
+    assert second.returncode == 1, second.stdout + second.stderr  # WF202 remains: the commit stays blocked
+    assert "files were modified by this hook" not in second.stdout

@@ -1,0 +1,55 @@
+"""Lazy imports (issue 12 item 3): ``--version``, ``rules`` and ``check`` load neither libcst, nor the
+verifier, nor pygls, nor rich unless their output needs it. Asserted on ``sys.modules`` after running
+the CLI in a fresh interpreter, not on a timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _cli import BUGGY, env
+
+HEAVY = ("libcst", "codemods", "warpfix.verify", "warpfix.fixes", "pygls", "lsprotocol", "rich", "warp")
+
+PROBE = """
+import contextlib, io, json, sys
+from warpfix.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+heavy = sorted({m.split(".")[0] if not m.startswith("warpfix.") else ".".join(m.split(".")[:2])
+                for m in sys.modules})
+print(json.dumps({"code": code, "modules": heavy}))
+"""
+
+
+def loaded(args: list[str], cwd: Path) -> tuple[int, set[str]]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True,
+                          env=env(), timeout=120)
+    data = json.loads(proc.stdout.splitlines()[-1])
+    return data["code"], set(data["modules"])
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (["--version"], ()),
+        (["rules"], ()),
+        (["rules", "WF401"], ()),
+        (["check", "--no-cache", "--format", "json", "train.py"], ()),
+        (["check", "--no-cache", "--format", "github", "train.py"], ()),
+        (["check", "--no-cache", "train.py"], ("rich",)),  # the text report is printed with rich
+    ],
+)
+def test_heavy_modules_only_when_used(tmp_path: Path, args: list[str], allowed: tuple[str, ...]) -> None:
+    (tmp_path / "train.py").write_text(BUGGY)
+    code, modules = loaded(args, tmp_path)
+    assert code in (0, 1)
+    assert "warpfix.cli" in modules
+    assert not {m for m in HEAVY if m in modules} - set(allowed)
