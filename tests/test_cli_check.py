@@ -157,3 +157,20 @@ def test_readme_lists_every_rule() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     missing = [r.id for r in all_rules() if f"| {r.id} | {r.name} |" not in readme]
     assert not missing, f"README.md rule table lacks {missing}"
+
+
+def test_readme_stands_alone() -> None:
+    """No link out of the repository; the catalog it names ships in docs/ and covers every ID."""
+    import re
+
+    from warpfix.rules import all_rules
+    from warpfix.runtime_rules import RUNTIME_IDS
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    assert "../" not in readme and "shared/" not in readme
+    for target in re.findall(r"\]\(([^)#]+)\)", readme):
+        assert target.startswith("http") or (root / target).exists(), target
+    catalog = (root / "docs" / "RULES.md").read_text()
+    missing = [i for i in [r.id for r in all_rules()] + list(RUNTIME_IDS) if i not in catalog]
+    assert not missing, f"docs/RULES.md lacks {missing}"

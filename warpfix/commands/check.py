@@ -79,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace, config: ProjectConfig, paths: list[str], stdin: str | None):
     """The CheckResult of the paths (or of stdin, standing for the file ``stdin``)."""
     from warpfix.discovery import decode
-    from warpfix.engine import CheckResult, InputError, check_paths, check_sources, installed_warp_version, parse_version
+    from warpfix.engine import (
+        CheckResult,
+        InputError,
+        check_paths,
+        check_sources,
+        installed_warp_version,
+        parse_version,
+    )
 
     version = parse_version(args.warp_version) if args.warp_version else installed_warp_version()
     select, ignore = split_ids(args.select), split_ids(args.ignore)
