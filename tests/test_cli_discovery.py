@@ -94,6 +94,7 @@ def test_gitignore_is_respected_in_a_git_repository(tmp_path: Path) -> None:
     assert "Skipped 2 files (2 ignored by git)" in text
     # a file named on the command line is checked even when git ignores it (like ruff)
     assert paths_found(check_json(tmp_path, "scratch.py")) == {"scratch.py"}
+    assert paths_found(check_json(tmp_path, "generated")) == {"generated/g.py"}  # so is an ignored folder
     # without git on PATH: no gitignore, every file is checked
     bin_dir = tmp_path / "bin-without-git"
     bin_dir.mkdir()

@@ -8,7 +8,8 @@
   that configuration.
 - Inside a git repository, walked files that git ignores (``.gitignore``, ``.git/info/exclude``,
   the global excludes file) are skipped, asking ``git check-ignore``; without git, nothing is
-  ignored on that account.
+  ignored on that account. A file or folder named on the command line is checked even when git
+  ignores it (``check .venv/lib/python3.11/site-packages/newton`` checks newton).
 - Only regular files are read: a FIFO or device named ``x.py`` in a folder is skipped, given
   explicitly it is an error; nothing ever blocks on it.
 - Python files (``.py``) and Jupyter notebooks (``.ipynb``, whose code cells become one Python
@@ -62,7 +63,7 @@ def discover(paths: Sequence[str], config: Excluding | None = None) -> Discovery
     """The files under ``paths`` that a run checks (see the module docstring)."""
     out = Discovery()
     seen: set[str] = set()
-    walked: list[str] = []
+    walked: list[tuple[str, str]] = []  # (the folder given, a file found in it)
 
     def excluded(p: str) -> bool:
         return config is not None and config.excludes(p)
@@ -105,7 +106,7 @@ def discover(paths: Sequence[str], config: Excluding | None = None) -> Discovery
                     if not regular:
                         out.skipped["not a regular file"] += 1
                         continue
-                    walked.append(p)
+                    walked.append((given, p))
         elif os.path.lexists(given):
             if excluded(given):
                 out.skipped["excluded"] += 1
@@ -113,9 +114,10 @@ def discover(paths: Sequence[str], config: Excluding | None = None) -> Discovery
                 add(given)
         else:
             out.errors.append(InputError(given, "no such file or directory"))
-    ignored = git_ignored(walked)
-    for p in walked:
-        if p in ignored:
+    # a folder named on the command line is checked whole even when git ignores it (like a file)
+    ignored = git_ignored(sorted({g for g, _ in walked} | {p for _, p in walked}))
+    for given, p in walked:
+        if p in ignored and given not in ignored:
             out.skipped["ignored by git"] += 1
         else:
             add(p)
