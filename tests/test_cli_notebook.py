@@ -79,6 +79,11 @@ def test_check_points_at_the_cell_and_line(notebook: tuple[Path, list[str]]) -> 
     assert (finding["rule"], finding["path"], finding["cell"], finding["line"]) == ("WF401", "drag.ipynb", cell, line)
     github = warpfix("check", "--no-cache", "--format", "github", path.name, cwd=path.parent).stdout
     assert f"file=drag.ipynb,line={line}," in github and f"::cell {cell}: " in github
+    sarif = json.loads(warpfix("check", "--no-cache", "--format", "sarif", path.name, cwd=path.parent).stdout)
+    (result,) = sarif["runs"][0]["results"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "drag.ipynb" and location["region"]["startLine"] == line
+    assert result["properties"]["cell"] == cell and "fixes" not in result
 
 
 def test_apply_fixes_the_cells_and_keeps_every_other_byte(notebook: tuple[Path, list[str]]) -> None:

@@ -27,8 +27,8 @@ from warpfix.commands._common import (
     use_color,
 )
 from warpfix.config import ConfigError, ProjectConfig
+from warpfix.report import FORMATS
 
-FORMATS = ("text", "json", "sarif", "github")  # warpfix.report.FORMATS, without importing it
 WATCH_INTERVAL = 0.5  # seconds between two polls of the files' modification times
 
 

@@ -30,8 +30,6 @@ def render(
     sources: Mapping[str, str] | None = None,
     color: bool = False,
     root: str | Path | None = None,
-    skipped: Mapping[str, int] | None = None,
-    quiet: bool = False,
 ) -> str:
     """Render a check result in one of :data:`FORMATS` and return the text to print.
 
@@ -46,8 +44,7 @@ def render(
     ``sources`` maps paths to file contents (the checked files): the text format shows
     lines from it and SARIF computes fixes from it; files missing from it are read from disk.
     ``warp_version`` is the installed Warp version as a string ("1.19.0"). Notebook findings are
-    shown in cell coordinates (``nb.ipynb:cell 3:2:5``; JSON adds ``"cell": 3``). ``skipped``
-    (reason -> count) and ``quiet`` (no summary) apply to the text format.
+    shown in cell coordinates (``nb.ipynb:cell 3:2:5``; JSON adds ``"cell": 3``).
 
     Each format's module is imported when it is used (rich only for text).
     """
@@ -57,8 +54,7 @@ def render(
         from warpfix.report.text import render_text
 
         return render_text(
-            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color,
-            skipped=skipped, quiet=quiet,
+            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color
         )
     if fmt == "json":
         from warpfix.report.json_out import render_json
