@@ -133,7 +133,7 @@ def test_quiet_and_verbose(project: Path) -> None:
     quiet = warpfix("check", "--no-cache", "-q", "train.py", cwd=project)
     assert "WF401" in quiet.stdout and "Found" not in quiet.stdout
     verbose = warpfix("check", "--no-cache", "-v", "train.py", cwd=project)
-    assert "configuration (defaults)" in verbose.stderr and "1 files checked" in verbose.stderr
+    assert "train.py: configuration (defaults)" in verbose.stderr and "1 files checked" in verbose.stderr
 
 
 def _tty_output(args: list[str], cwd: Path, **extra: str) -> str:

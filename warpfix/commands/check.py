@@ -109,8 +109,8 @@ def check_once(args: argparse.Namespace, config: ProjectConfig, paths: list[str]
     start = time.perf_counter()
     result, version = run_check(args, config, paths, stdin)
     if args.verbose:
-        for c in config.configs():
-            print(f"warpfix: configuration {c.path or '(defaults)'}", file=sys.stderr)
+        for path in sorted(result.sources):
+            print(f"warpfix: {path}: configuration {config.for_path(path).path or '(defaults)'}", file=sys.stderr)
         print(f"warpfix: {result.files_checked} files checked in {time.perf_counter() - start:.2f} s"
               + (" (cached)" if result.cached else ""), file=sys.stderr)
     if args.add_noqa:
