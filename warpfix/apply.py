@@ -117,8 +117,6 @@ def plan_fixes(
     check, errors = _initial(paths, selection, sources)
     out = ApplyResult(errors=errors)
     original = dict(check.sources)
-    if sources is not None:
-        original.update({p: t for p, t in sources.items() if p not in original})
     current = dict(original)
     findings = check.findings
     reported: dict[tuple, Edit] = {}
