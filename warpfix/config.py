@@ -210,27 +210,8 @@ class ProjectConfig:
         return [self._by_file[k] for k in sorted(self._by_file)] or [self.overrides.apply(Config())]
 
     # -- the Config interface, per path ----------------------------------------------------
-    @property
-    def select(self) -> list[str]:
-        return self.configs()[0].select
-
-    @property
-    def entry(self) -> list[str]:
-        return next((c.entry for c in self.configs() if c.entry), [])
-
-    @property
-    def device(self) -> str | None:
-        return next((c.device for c in self.configs() if c.device), None)
-
-    @property
-    def path(self) -> str | None:
-        return next((c.path for c in self.configs() if c.path), None)
-
     def excludes(self, path: str) -> bool:
         return self.for_path(path).excludes(path)
-
-    def ignored_for(self, path: str) -> set[str]:
-        return self.for_path(path).ignored_for(path)
 
     def enables(self, rule_id: str, path: str | None, select: Sequence[str] = (), ignore: Sequence[str] = ()) -> bool:
         if path is None:
