@@ -36,6 +36,7 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 
+from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from codemods._base import (
     FindingCommand,
     add_keyword,
@@ -118,11 +119,16 @@ class KernelOutput(FindingCommand):
 
     @classmethod
     def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
-        kernel = finding.data.get("kernel")
-        if not kernel:  # found from the kernel file itself; every file may launch it
-            return [finding.path, *(p for p in sources if p != finding.path)]
+        """The kernel's file, then every file that imports the kernel from it (see ``codemods._resolve``)."""
+        kernel = finding.data.get("kernel") or _function_at(sources.get(finding.path, ""), finding.line)
+        if not kernel:
+            return [finding.path]
         word = re.compile(rf"\b{re.escape(kernel)}\b")
-        return [finding.path, *(p for p, s in sources.items() if p != finding.path and word.search(s))]
+        project = Sources(sources)
+        return [finding.path, *(
+            p for p, s in sources.items()
+            if p != finding.path and word.search(s) and binding_in(p, finding.path, kernel, project)
+        )]
 
     @classmethod
     def shared(cls, context: CodemodContext) -> dict[str, Any]:
@@ -140,17 +146,30 @@ class KernelOutput(FindingCommand):
         self.extra = {}
         if self.in_target_file():
             self._plan_kernel()
+            self.binding = Binding(names={self.kernel})
             state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra)
         elif "kernel" in state:
             self.kernel, self.param, self.index = state["kernel"], state["param"], state["index"]
             self.extra = state["extra"]
+            self.binding = self._binding()
         elif self.data["kernel"] and self.data["param"] and self.file and os.path.isfile(self.file):
             # standalone runs (libcst.tool) visit files in any order: read the signature from disk
             self.kernel, self.param = self.data["kernel"], self.data["param"]
             self.index = _param_index(self.file, self.kernel, self.param)
+            self.binding = self._binding()
         else:
             raise SkipFile("the kernel file has not been rewritten first")
         self._plan_launches()
+
+    def _binding(self) -> Binding:
+        """How this (launching) file names the kernel of the finding's file; SkipFile when it does not."""
+        sources = self.context.scratch.get("sources")
+        project = Sources(sources) if sources is not None else DiskSources()
+        filename = self.context.filename or ""
+        binding = binding_in(filename, self.file or "", self.kernel, project) if self.file else Binding()
+        if not binding:
+            raise SkipFile(f"{filename} does not import {self.kernel} from {self.file}")
+        return binding
 
     # -- the kernel ---------------------------------------------------------------------
     def _plan_kernel(self) -> None:
@@ -250,24 +269,29 @@ class KernelOutput(FindingCommand):
     def _plan_launches(self) -> None:
         count = 0
         for name in self.nodes(self.tree, cst.Name):
-            if name.value != self.kernel:
-                continue
             holder = self.parent(name)
+            is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
+            if is_attribute:
+                # `module.kernel` through an import of the kernel's module; any other object's
+                # attribute of that name (`wp.kernel`, another module's kernel) is no use of it
+                if name.value != self.kernel or dotted(holder.value) not in self.binding.modules:
+                    continue
+            elif name.value not in self.binding.names:
+                continue
             if isinstance(holder, cst.Arg) and holder.keyword is name:
                 continue  # `kernel=` keyword
             if isinstance(holder, (cst.Param, cst.FunctionDef, cst.ImportAlias, cst.ImportFrom, cst.AsName, cst.ClassDef)):
                 continue  # a definition or import of the name
-            is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
             use = holder if is_attribute else name
             arg = self.parent(use)
             call = self.parent(arg) if isinstance(arg, cst.Arg) else None
             if isinstance(call, cst.Call) and _launch_kernel(call) is use:
                 func = self.enclosing(call, cst.FunctionDef)
-                if not is_attribute and func is not None and self.kernel in {p.name.value for p in func.params.params}:
-                    raise self.not_applicable(f"{func.name.value}() launches a parameter named {self.kernel}")
+                if not is_attribute and func is not None and name.value in {p.name.value for p in func.params.params}:
+                    raise self.not_applicable(f"{func.name.value}() launches a parameter named {name.value}")
                 self._plan_launch(call)
                 count += 1
-            elif not is_attribute:  # another object's attribute of that name (`wp.kernel`) is no use of it
+            else:
                 raise self.not_applicable(
                     f"{self.kernel} is used at line {self.pos(name).start.line} other than as a launched kernel"
                 )
@@ -328,6 +352,19 @@ class KernelOutput(FindingCommand):
         self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
         self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
         self.append_output(call, outputs, fresh)
+
+def _function_at(text: str, line: int) -> str | None:
+    """The name of the innermost function whose body holds ``line``, None when none (or no parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found = [
+        n for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    return max(found, key=lambda n: n.lineno).name if found else None
+
 
 def _param_index(path: str, kernel: str, param: str) -> int | None:
     """The position of ``param`` in the signature of ``kernel`` as defined in the file at ``path``."""

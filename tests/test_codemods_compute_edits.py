@@ -170,3 +170,95 @@ def test_unparsable_source_is_skipped() -> None:
     result = compute_edits({"m.py": "def (:\n"}, [finding("WF702", "m.py", 1)])
     assert result.new_sources == {}
     assert "cannot parse" in result.skipped[0][1]
+
+
+# -- issue 11: a kernel-signature rewrite follows imports, not names ------------------------------
+SIM = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float):
+        i = wp.tid()
+        x[i] *= s
+""")
+
+RUN = src("""
+    import warp as wp
+
+    from sim import scale
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(scale, dim=4, inputs=[x, 2.0])
+""")
+
+CLEAN_SIM = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * s
+""")
+
+CLEAN_RUN = src("""
+    import warp as wp
+
+    import sim
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(sim.scale, dim=4, inputs=[x, 2.0], outputs=[y])
+""")
+
+
+def test_kernel_output_leaves_a_same_named_kernel_of_a_sibling_program_alone() -> None:
+    sources = {"a/sim.py": SIM, "a/run.py": RUN, "b/sim.py": CLEAN_SIM, "b/run.py": CLEAN_RUN}
+    result = compute_edits(sources, [finding("WF401", "a/sim.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["a/run.py", "a/sim.py"]
+    assert "outputs=[x_out]" in result.new_sources["a/run.py"]
+
+
+def test_two_buggy_copies_each_get_their_own_edit_once() -> None:
+    sources = {"a/sim.py": SIM, "a/run.py": RUN, "c/sim.py": SIM, "c/run.py": RUN.replace("from sim", "from .sim"),
+               "c/__init__.py": "", "b/sim.py": CLEAN_SIM, "b/run.py": CLEAN_RUN}
+    result = compute_edits(sources, [finding("WF401", "a/sim.py", 7), finding("WF401", "c/sim.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["a/run.py", "a/sim.py", "c/run.py", "c/sim.py"]
+    for run in ("a/run.py", "c/run.py"):
+        assert result.new_sources[run].count("x_out") == 3  # allocated, passed once, rebound
+
+
+def test_kernel_output_follows_a_package_re_export_and_a_module_alias() -> None:
+    sources = {
+        "pkg/__init__.py": "from pkg.kernels import scale\n",
+        "pkg/kernels.py": SIM,
+        "main.py": src("""
+            import warp as wp
+
+            import pkg
+            import pkg.kernels as pk
+
+            x = wp.ones(4, dtype=float, requires_grad=True)
+            with wp.Tape() as tape:
+                wp.launch(pkg.scale, dim=4, inputs=[x, 2.0])
+                wp.launch(pk.scale, dim=4, inputs=[x, 2.0])
+        """),
+        "other.py": CLEAN_RUN,  # `import sim`: no sim.py beside it; not the kernel
+    }
+    result = compute_edits(sources, [finding("WF401", "pkg/kernels.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["main.py", "pkg/kernels.py"]
+    assert result.new_sources["main.py"].count("outputs=[x_out") == 2
+
+
+def test_untaped_finding_gets_no_edit() -> None:
+    code = "d = wp.sqrt(wp.dot(v, v))\n"
+    result = compute_edits({"m.py": code}, [finding("WF702", "m.py", 1, taped=False)])
+    assert result.new_sources == {}
+    assert result.skipped[0][1] == "no tape records this code"
+    assert compute_edits({"m.py": code}, [finding("WF702", "m.py", 1, taped=True)]).new_sources
