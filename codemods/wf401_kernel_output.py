@@ -36,7 +36,6 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 
-from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from codemods._base import (
     FindingCommand,
     add_keyword,
@@ -47,6 +46,7 @@ from codemods._base import (
     positional,
     target_names,
 )
+from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from warpfix.finding import Finding
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)
