@@ -139,21 +139,74 @@ class TestZeroTape(CodemodTest):
         """
         self.assertCodemod(before, after, line=2)
 
-    def test_arrays(self) -> None:
+    def test_arrays_when_the_backward_is_in_no_loop_of_its_function(self) -> None:
         before = """
-            for it in range(iters):
+            def fit(self, w):
+                with wp.Tape() as tape:
+                    forward(w, self.b)
                 tape.backward(loss)
         """
         after = """
-            for it in range(iters):
+            def fit(self, w):
+                with wp.Tape() as tape:
+                    forward(w, self.b)
                 w.grad.zero_()
-                b.grad.zero_()
+                self.b.grad.zero_()
                 tape.backward(loss)
         """
-        self.assertCodemod(before, after, line=2, arrays=["w", "b"])
+        self.assertCodemod(before, after, line=4, arrays=["w", "self.b"])
+
+    def test_arrays_not_visible_in_the_function_are_skipped(self) -> None:
+        before = """
+            def fit(w):
+                tape.backward(loss)
+        """
+        self.assertCodemod(before, before, line=2, arrays=["params"], expected_skip=True)
 
     def test_not_in_loop_is_skipped(self) -> None:
         self.assertCodemod("tape.backward(loss)\n", "tape.backward(loss)\n", line=1, expected_skip=True)
+
+    def test_rerecorded_tape_in_a_loop_resets_instead_of_zeroing(self) -> None:
+        before = """
+            for it in range(iters):
+                with tape:
+                    forward()
+                tape.backward(loss)
+                step(params, params.grad)
+                tape.zero()
+        """
+        self.assertCodemod(before, before.replace("tape.zero()", "tape.reset()"), line=4, rerecorded=True)
+
+    def test_rerecorded_tape_in_a_method_resets_before_recording(self) -> None:
+        before = """
+            class Trainer:
+                def forward_backward(self):
+                    self.loss.zero_()
+                    with self.tape:
+                        forward(self.loss)
+                    self.tape.backward(self.loss)
+        """
+        after = """
+            class Trainer:
+                def forward_backward(self):
+                    self.loss.zero_()
+                    self.tape.reset()
+                    with self.tape:
+                        forward(self.loss)
+                    self.tape.backward(self.loss)
+        """
+        self.assertCodemod(before, after, line=6, rerecorded=True)
+
+    def test_rerecorded_tape_recorded_in_two_blocks_is_skipped(self) -> None:
+        before = """
+            def forward_backward(self):
+                with self.tape:
+                    forward(self.loss)
+                with self.tape:
+                    more(self.loss)
+                self.tape.backward(self.loss)
+        """
+        self.assertCodemod(before, before, line=6, rerecorded=True, expected_skip=True)
 
 
 class TestMoveAcrossBackward(CodemodTest):
