@@ -291,7 +291,9 @@ class HoistWindowTape(FindingCommand):
         """``wp.launch(step, inputs=[p, p.grad, ...])``: a launch updating ``p`` from its own gradient."""
         launches = [c for c in self.nodes(stmt, cst.Call) if call_name(c) == "launch"]
         for launch in launches:
-            args = [self.code(a) for a in self.nodes(launch, (cst.Name, cst.Attribute))]
+            bound = [keyword(launch, "inputs"), keyword(launch, "outputs"), *positional(launch)[2:4]]
+            args = {self.code(e.value) for b in bound if b is not None and isinstance(b.value, (cst.List, cst.Tuple))
+                    for e in b.value.elements}
             if any(self.code(g.value) in args for g in grads if g in self.nodes(launch, cst.Attribute)):
                 return True
         return False
