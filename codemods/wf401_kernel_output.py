@@ -343,7 +343,7 @@ class KernelOutput(FindingCommand):
         if self.index >= len(bound):
             raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
         arg = bound[self.index]
-        self.check_rebindable(arg, line, where)
+        self.check_rebindable(arg, line, where, through_return=True)
 
         alias = self.code(call.func.value) if isinstance(call.func, cst.Attribute) else "wp"
         scope = self.enclosing(call, cst.FunctionDef) or self.tree

@@ -125,7 +125,67 @@ def test_rmw_assignment_and_parameter_argument() -> None:
     """)
     result = compute_edits({"m.py": code}, [finding("WF106", "m.py", 4)])
     assert result.new_sources == {}
-    assert "would not reach its caller" in result.skipped[0][1]
+    assert "apply(), which is never called" in result.skipped[0][1]
+
+
+def test_a_helper_parameter_is_returned_and_rebound_at_every_call_site() -> None:
+    code = src("""
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], 1.0)
+
+
+        def run_stack(signal, n):
+            wp.launch(clamp, dim=n, inputs=[signal])
+
+
+        def train(state, n):
+            with wp.Tape() as tape:
+                run_stack(state.u, n)
+                run_stack(signal=state.v, n=n)
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF106", "m.py", 4)])
+    assert result.skipped == []
+    assert result.new_sources["m.py"].endswith(src("""
+        def run_stack(signal, n):
+            x_out = wp.empty_like(signal)
+            wp.launch(clamp, dim=n, inputs=[signal], outputs=[x_out])
+            signal = x_out
+            return signal
+
+
+        def train(state, n):
+            with wp.Tape() as tape:
+                state.u = run_stack(state.u, n)
+                state.v = run_stack(signal=state.v, n=n)
+    """))
+    assert "run_stack() now returns the new signal; 2 call site(s)" in result.note(result.applied[0])
+
+
+def test_a_helper_parameter_is_all_or_nothing() -> None:
+    base = src("""
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], 1.0)
+
+
+        def run_stack(signal):
+            wp.launch(clamp, dim=1, inputs=[signal])
+    """)
+    for tail, why in (
+        ("\n\ny = run_stack(a)\n", "other than as a call statement"),
+        ("\n\ndef f(a):\n    run_stack(a)\n", "would not reach its caller"),
+        ("\n\nrun_stack(a)\nfs = [run_stack]\n", "other than as a call statement"),
+    ):
+        result = compute_edits({"m.py": base + tail}, [finding("WF106", "m.py", 4)])
+        assert result.new_sources == {}, tail
+        assert why in result.skipped[0][1], (tail, result.skipped)
+    imported = compute_edits({"m.py": base + "\n\nrun_stack(a)\n", "n.py": "from m import run_stack\n"},
+                             [finding("WF106", "m.py", 4)])
+    assert imported.new_sources == {}
+    assert "n.py imports" in imported.skipped[0][1]
 
 
 def test_safety_gating() -> None:
