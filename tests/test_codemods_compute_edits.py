@@ -322,3 +322,47 @@ def test_untaped_finding_gets_no_edit() -> None:
     assert result.new_sources == {}
     assert result.skipped[0][1] == "no tape records this code"
     assert compute_edits({"m.py": code}, [finding("WF702", "m.py", 1, taped=True)]).new_sources
+
+
+def test_struct_field_store_gets_an_output_and_a_new_struct_at_the_launch() -> None:
+    code = src("""
+        @wp.struct
+        class Balls:
+            q: wp.array(dtype=float)
+            v: wp.array(dtype=float)
+
+
+        @wp.kernel
+        def floor_contact(s: Balls):
+            i = wp.tid()
+            if s.q[i] < 0.0:
+                s.q[i] = 0.0
+
+
+        def step(make):
+            nxt = make()
+            with wp.Tape() as tape:
+                wp.launch(floor_contact, dim=4, inputs=[nxt])
+            return nxt
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF107", "m.py", 11, kernel="floor_contact", param="s.q")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"].endswith(src("""
+        def floor_contact(s: Balls, q_out: wp.array(dtype=float)):
+            i = wp.tid()
+            q_out[i] = s.q[i]
+            if s.q[i] < 0.0:
+                q_out[i] = 0.0
+
+
+        def step(make):
+            nxt = make()
+            with wp.Tape() as tape:
+                q_out = wp.empty_like(nxt.q)
+                wp.launch(floor_contact, dim=4, inputs=[nxt], outputs=[q_out])
+                nxt_new = Balls()
+                nxt_new.q = q_out
+                nxt_new.v = nxt.v
+                nxt = nxt_new
+            return nxt
+    """))
