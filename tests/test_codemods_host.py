@@ -19,18 +19,41 @@ class TestCopyToRebind(CodemodTest):
     def test_copy(self) -> None:
         before = """
             with tape:
+                q_proj = wp.empty_like(state.q)
                 wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
                 wp.copy(state.q, q_proj)  # write back
         """
         after = """
             with tape:
+                q_proj = wp.empty_like(state.q)
                 wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
                 state.q = q_proj  # write back
         """
-        self.assertCodemod(before, after, line=3)
+        self.assertCodemod(before, after, line=4)
 
     def test_assign_with_data(self) -> None:
-        self.assertCodemod("x.assign(y)\n", "x = y\n", line=1, dst="x", src="y")
+        self.assertCodemod("y = f()\nx.assign(y)\n", "y = f()\nx = y\n", line=2, dst="x", src="y")
+
+    def test_long_lived_source_gets_a_fresh_buffer_per_step(self) -> None:
+        """``self.v[t + 1] = self.vd[t]`` would alias two long-lived list elements from the 2nd iteration on."""
+        before = """
+            class Sim:
+                def step(self, t):
+                    wp.launch(damp, dim=n, inputs=[self.v[t + 1]], outputs=[self.vd[t]])
+                    wp.copy(self.v[t + 1], self.vd[t])
+        """
+        self.assertCodemod(before, before.replace(
+            "wp.copy(self.v[t + 1], self.vd[t])", "self.v[t + 1] = wp.clone(self.vd[t])"), line=4)
+
+    def test_source_allocated_outside_the_loop_gets_a_fresh_buffer(self) -> None:
+        before = """
+            def run(state, n):
+                tmp = wp.empty_like(state.q)
+                for t in range(n):
+                    wp.launch(project, dim=n, inputs=[state.q], outputs=[tmp])
+                    wp.copy(state.q, tmp)
+        """
+        self.assertCodemod(before, before.replace("wp.copy(state.q, tmp)", "state.q = wp.clone(tmp)"), line=5)
 
     def test_wrong_data_is_skipped(self) -> None:
         self.assertCodemod("wp.copy(x, y)\n", "wp.copy(x, y)\n", line=1, dst="y", expected_skip=True)
