@@ -235,6 +235,67 @@ class TestZeroTape(CodemodTest):
 class TestMoveAcrossBackward(CodemodTest):
     TRANSFORM = MoveAcrossBackward
 
+    def test_the_statements_using_a_moved_read_go_along(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            self.g = x.grad.numpy()
+            norm = float(np.linalg.norm(self.g))
+            print(norm)
+            tape.backward(loss)
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss)
+            self.g = x.grad.numpy()
+            norm = float(np.linalg.norm(self.g))
+            print(norm)
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_a_user_that_launches_does_not_move(self) -> None:
+        before = """
+            g = x.grad
+            wp.launch(step, dim=n, inputs=[p, g])
+            tape.backward(loss)
+        """
+        self.assertCodemod(before, before, line=1, expected_skip=True)
+
+    def test_a_continuation_line_maps_to_its_statement(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            log(
+                x.grad.numpy(),
+            )
+            tape.backward(loss)
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss)
+            log(
+                x.grad.numpy(),
+            )
+        """
+        self.assertCodemod(before, after, line=4)
+
+    def test_the_zero_moves_after_a_read_that_cannot_move_before_it(self) -> None:
+        before = """
+            tape.backward(loss)
+            tape.zero()
+            scale = lr / n
+            step(p, p.grad.numpy() * scale)
+        """
+        after = """
+            tape.backward(loss)
+            scale = lr / n
+            step(p, p.grad.numpy() * scale)
+            tape.zero()
+        """
+        self.assertCodemod(before, after, line=4)
+
     def test_out_of_tape_scope(self) -> None:
         before = """
             with wp.Tape() as tape:
