@@ -97,6 +97,28 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
     assert ok is kept and why in reason
 
 
+_CHAOS_BEFORE = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF902"], "integrity": ["WF902", "WF905"]}
+
+
+@pytest.mark.parametrize(
+    ("after", "rules", "kept", "why"),
+    [
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF104"], True,
+         "WF902, WF905 before the edit, clean after"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": ["WF905"]}, ["WF104"], False, "unreliable"),
+        ({"verdict": "unreliable", "losses": [3.5], "integrity": []}, ["WF104"], False, "loss changed"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF702"], False, "unreliable"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF104", "WF702"], False, "unreliable"),
+        ({"verdict": "fail", "losses": [3.0], "integrity": ["WF902"]}, ["WF104"], False, "WF902: a recorded array"),
+    ],
+)
+def test_judge_by_the_integrity_check_where_fd_cannot(after: dict, rules: list, kept: bool, why: str) -> None:
+    """Issue 10: a correct overwrite fix of a chaotic program (FD unreliable) is proven by WF902/WF905
+    going from failing to clean with the loss unchanged; any other edit still needs FD."""
+    ok, reason = judge(_CHAOS_BEFORE, after, rules)
+    assert ok is kept and why in reason, reason
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
 def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

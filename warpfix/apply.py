@@ -33,6 +33,11 @@ from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
 from warpfix.fsutil import SourceError, SourceText, read_source, write_source
 
+#: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
+#: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
+INTEGRITY_RULES = ("WF902", "WF905")
+#: the fixes that remove an overwrite of a recorded array
+OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
 _COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".warpfix_cache", ".warp-cache", "*.pyc")
@@ -143,6 +148,7 @@ def fd_summary(report: Any) -> dict[str, Any]:
     verdicts = [p.verdict for b in report.backwards for p in b.params]
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
     runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
+    integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
     if not verdicts:
         verdict = "none"
     elif "fail" in verdicts or runtime:
@@ -158,11 +164,17 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "max_rel_err": max(errs) if errs else None,
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
         "runtime_findings": runtime,
+        "integrity": integrity,
     }
 
 
-def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
-    """Whether an edit is proven by the verifier runs around it, and why (not)."""
+def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
+    """Whether an edit is proven by the verifier runs around it, and why (not).
+
+    ``rules``: the rules of the edit's findings. When FD cannot judge after the edit (chaos) and every
+    edit removes an overwrite, the runtime integrity check decides: its findings (WF902/WF905) before
+    the edit, none after, with the loss unchanged.
+    """
     if after["verdict"] == "error":
         return False, f"the rewritten program could not be verified: {after['error']}"
     lb, la = before["losses"], after["losses"]
@@ -181,11 +193,20 @@ def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
         for i, (a, b) in enumerate(zip(lb, la, strict=True)):
             if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
                 return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
+    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
+    if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
+        found, left = before.get("integrity") or [], after.get("integrity") or []
+        if found and not left and not (set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)):
+            return True, (
+                f"{loss}; FD is unreliable here, so the runtime integrity check decided: "
+                f"{', '.join(found)} before the edit, clean after (no recorded array changes before its backward)"
+            )
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
                 "unreliable": "FD is unreliable here"}[after["verdict"]]
+        if after["verdict"] == "fail" and after.get("integrity"):
+            what += f" ({', '.join(after['integrity'])}: a recorded array still changes before its backward)"
         return False, f"{what} after the edit"
-    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
     if before["verdict"] == "pass":
         return True, f"{loss}; FD agreed before and after"
     return True, f"{loss}; FD agreement now passes"
@@ -268,7 +289,7 @@ def check_fixes(
                 out.edits.append(Edit(finding, False, "conflicts with a fix kept before"))
                 continue
             after = run(_changed(original, {**start, **trial.new_sources}))
-            ok, why = judge(baseline, after)
+            ok, why = judge(baseline, after, [finding.rule])
             if ok:
                 kept.append(finding)
                 current = {**start, **trial.new_sources}
@@ -281,7 +302,7 @@ def check_fixes(
             joined = [item[0] for item in failed if any(a is item[0] for a in together.applied)]
             if len(joined) > 1 and all(any(a is k for a in together.applied) for k in kept):
                 after = run(_changed(original, {**start, **together.new_sources}))
-                ok, why = judge(baseline, after)
+                ok, why = judge(baseline, after, [f.rule for f in joined])
                 if ok:
                     current = {**start, **together.new_sources}
                     for finding in joined:
