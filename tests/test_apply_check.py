@@ -137,3 +137,25 @@ def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch:
     assert edit.kept, edit.reason
     assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("fail", "pass")
     assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
+
+
+@pytest.mark.slow
+def test_real_verifier_proves_a_chaotic_overwrite_fix_by_the_integrity_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The logistic map at r = 3.9: FD is unreliable after the (correct) ping-pong fix, but WF902/WF905
+    go from failing to clean with the loss unchanged, so the edit is kept and the reason says why."""
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    golden = REPO / "golden" / "WF104-chaotic-ping-pong"
+    shutil.copytree(golden / "buggy", tmp_path / "buggy")
+    monkeypatch.chdir(tmp_path / "buggy")
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF104"], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert edit.kept, edit.reason
+    assert edit.fd_after["verdict"] == "unreliable" and "runtime integrity check" in edit.reason
+    assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
