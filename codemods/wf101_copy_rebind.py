@@ -60,7 +60,7 @@ class CopyToRebind(FindingCommand):
         line = self.parent(self.parent(call))
         if not (isinstance(self.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine)):
             raise self.not_applicable("the copy is not a statement of its own")
-        self.check_rebindable(dst, line)
+        self.check_rebindable(dst, line, through_return=True)
         expr = self.parent(call)
         if self._fresh(src, line):
             value, what = src, f"rebinding: {self.code(dst)} = {self.code(src)}"

@@ -366,3 +366,33 @@ def test_struct_field_store_gets_an_output_and_a_new_struct_at_the_launch() -> N
                 nxt = nxt_new
             return nxt
     """))
+
+
+def test_ping_pong_output_of_a_helper_is_returned_fresh() -> None:
+    """WF104 with the span on a helper's launch: the fresh output reaches the caller's swap."""
+    code = src("""
+        def step(a, b):
+            wp.launch(advance, dim=4, inputs=[a], outputs=[b])
+
+
+        def run(a, b):
+            with wp.Tape() as tape:
+                for t in range(8):
+                    step(a, b)
+                    a, b = b, a
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF104", "m.py", 2, arg="b")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"] == src("""
+        def step(a, b):
+            b = wp.empty_like(b)
+            wp.launch(advance, dim=4, inputs=[a], outputs=[b])
+            return b
+
+
+        def run(a, b):
+            with wp.Tape() as tape:
+                for t in range(8):
+                    b = step(a, b)
+                    a, b = b, a
+    """)
