@@ -159,3 +159,37 @@ def test_real_verifier_proves_a_chaotic_overwrite_fix_by_the_integrity_check(
     assert edit.kept, edit.reason
     assert edit.fd_after["verdict"] == "unreliable" and "runtime integrity check" in edit.reason
     assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
+
+
+TWO_BUGS = BUGGY.replace(
+    "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n",
+    "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n\n\n"
+    "@wp.kernel\ndef scale(w: wp.array(dtype=float), k: wp.array(dtype=float)):\n    i = wp.tid()\n    w[i] *= k[0]\n",
+).replace(
+    "    wp.launch(damp, dim=8, inputs=[v, k])\n",
+    "    wp.launch(damp, dim=8, inputs=[v, k])\n    wp.launch(scale, dim=4, inputs=[u, k])\n",
+).replace("tape = wp.Tape()\n", "u = wp.ones(4, dtype=float, requires_grad=True)\ntape = wp.Tape()\n")
+
+
+class FakeVerifyBoth(FakeVerify):
+    """FD passes only once neither kernel multiplies in place (the two bugs mask each other)."""
+
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
+        self.calls.append((cmd, cwd))
+        text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
+        buggy = "v[i] *= k[0]" in text or "w[i] *= k[0]" in text
+        param = ParamResult("k", "fail" if buggy else "pass", "dense" if buggy else "", 0.5 if buggy else 1e-4, None)
+        return VerifyReport(backwards=[BackwardResult("main.py:23", 12.47, [param])])
+
+
+def test_findings_of_one_rule_in_one_file_are_judged_together_first(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "main.py").write_text(TWO_BUGS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    verify = FakeVerifyBoth()
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(select=["WF401"], use_cache=False),
+                         verify=verify)
+    assert result.errors == []
+    assert [(e.finding.rule, e.kept) for e in result.edits] == [("WF401", True), ("WF401", True)]
+    assert all("judged together with the 1 other WF401" in e.reason for e in result.edits)
+    assert len(verify.calls) == 2  # the original, then both edits at once (not 2 alone + 1 together)

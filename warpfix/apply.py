@@ -10,8 +10,10 @@ Two ways to decide what is kept:
   copy, the verifier runs on the copy, and the edit is kept only when every checked
   backward's loss of the first iteration is unchanged (within float tolerance; when the
   edit merges backwards, as the WF601 hoist does, their total) and FD agreement is a pass.
-  Fixes that fail alone are then tried together in rule order (one bug can mask
-  another). After keeping edits the code is checked again, bounded by ``rounds``.
+  Findings of one rule in one file (the components of one matrix, the stores of one kernel)
+  are judged together first; the rest one by one; fixes that fail alone are then tried
+  together in rule order (one bug can mask another). After keeping edits the code is checked
+  again, bounded by ``rounds``.
 
 Nothing here writes the user's files: :func:`write_changes` does, atomically, and only
 for the files of kept edits.
@@ -275,7 +277,27 @@ def check_fixes(
         start = dict(current)
         kept: list[Finding] = []
         failed: list[tuple[Finding, dict[str, Any], dict[str, Any], str]] = []
-        for finding in sorted(_fixable(findings, unsafe), key=lambda f: (f.rule, f.path, f.line)):
+        pending = [f for f in sorted(_fixable(findings, unsafe), key=lambda f: (f.rule, f.path, f.line))
+                   if (f.rule, f.path, f.line) not in decided]
+        for group in _siblings(pending):
+            # several findings of one rule in one file (the components of one matrix, the stores of one
+            # kernel) usually interact: judged together first, like with like, before one by one
+            trial = compute_edits(start, [*kept, *group], unsafe=unsafe)
+            if len(trial.applied) != len(kept) + len(group):
+                continue
+            after = run(_changed(original, {**start, **trial.new_sources}))
+            ok, why = judge(baseline, after, [f.rule for f in group])
+            if not ok:
+                continue
+            kept.extend(group)
+            current = {**start, **trial.new_sources}
+            for finding in group:
+                decided.add((finding.rule, finding.path, finding.line))
+                out.edits.append(Edit(finding, True, f"{why} (judged together with the {len(group) - 1} other "
+                                      f"{finding.rule} finding(s) of {finding.path}){trial.note(finding)}",
+                                      baseline, after))
+            baseline = after
+        for finding in pending:
             key = (finding.rule, finding.path, finding.line)
             if key in decided:
                 continue
@@ -322,6 +344,14 @@ def check_fixes(
     out.changed = _changed(original, current)
     out.originals = {p: original[p] for p in out.changed}
     return out
+
+
+def _siblings(findings: Sequence[Finding]) -> list[list[Finding]]:
+    """Groups of two or more findings sharing a rule and a file, in order."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.rule, f.path), []).append(f)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _changed(original: dict[str, str], current: dict[str, str]) -> dict[str, str]:
