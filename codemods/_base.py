@@ -23,6 +23,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
 
+from codemods._resolve import Sources, binding_in
 from warpfix.finding import Finding
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -276,8 +277,14 @@ class FindingCommand(VisitorBasedCodemodCommand):
                 return a
         return None
 
-    def check_rebindable(self, arg: cst.BaseExpression, line: cst.BaseStatement, where: str = "") -> None:
-        """Raise :class:`NotApplicable` unless ``arg = ...`` at ``line`` rebinds what later code reads."""
+    def check_rebindable(
+        self, arg: cst.BaseExpression, line: cst.BaseStatement, where: str = "", *, through_return: bool = False
+    ) -> None:
+        """Raise :class:`NotApplicable` unless ``arg = ...`` at ``line`` rebinds what later code reads.
+
+        With ``through_return``, a parameter of a helper (``def run(signal): ... launch(..., signal)``)
+        is rebindable when the helper can hand the new array back: see :meth:`return_through`.
+        """
         where = where or f"line {self.line}"
         if not isinstance(arg, (cst.Name, cst.Attribute, cst.Subscript)) or any(
             isinstance(n, cst.Call) for n in self.nodes(arg, cst.Call)
@@ -291,11 +298,64 @@ class FindingCommand(VisitorBasedCodemodCommand):
         assigned = {name for a in self.nodes(func.body, cst.Assign) for t in a.targets for name in target_names(t.target)}
         if arg.value in {p.name.value for p in func.params.params}:
             if arg.value not in assigned:  # a parameter the function already rebinds is a local like any
+                if through_return:
+                    self.return_through(func, arg.value, where)
+                    return
                 raise self.not_applicable(
                     f"{where}: rebinding parameter {arg.value} of {func.name.value}() would not reach its caller"
                 )
         elif arg.value not in assigned:
             raise self.not_applicable(f"{where}: {arg.value} is not a local of {func.name.value}()")
+
+    def return_through(self, func: cst.FunctionDef, param: str, where: str) -> None:
+        """Hand a rebound parameter back to the callers: ``return <param>`` ends ``func`` and every call
+        ``func(..., a, ...)`` (a statement of its own) becomes ``a = func(..., a, ...)``. All or nothing:
+        ``func`` must be a module-level function of this file that returns nothing, imported by no other
+        file, used only in such calls, each passing a rebindable argument for ``param``."""
+        name = func.name.value
+        why = f"{where}: {param} is a parameter of {name}()"
+        if not isinstance(self.parent(func), cst.Module) or not isinstance(func.body, cst.IndentedBlock):
+            raise self.not_applicable(f"{why}, which is not a module-level function")
+        if self.nodes(func.body, (cst.Return, cst.Yield)):
+            raise self.not_applicable(f"{why}, which already returns (or yields) something")
+        params = [p.name.value for p in func.params.params]
+        index = params.index(param)
+        calls = []
+        for node in self.nodes(self.tree, cst.Name):
+            if node.value != name or node is func.name:
+                continue
+            call = self.parent(node)
+            expr = self.parent(call) if isinstance(call, cst.Call) and call.func is node else None
+            stmt = self.parent(expr) if isinstance(expr, cst.Expr) else None
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                raise self.not_applicable(
+                    f"{why}, used at line {self.pos(node).start.line} other than as a call statement of its own"
+                )
+            kw = keyword(call, param)
+            args = positional(call)
+            bound = kw.value if kw is not None else args[index].value if index < len(args) else None
+            if bound is None or any(a.star for a in call.args):
+                raise self.not_applicable(f"{why}; the call at line {self.pos(call).start.line} does not pass it plainly")
+            self.check_rebindable(bound, stmt, f"the call of {name}() at line {self.pos(call).start.line}")
+            calls.append((expr, call, bound))
+        if not calls:
+            raise self.not_applicable(f"{why}, which is never called in this file")
+        sources = self.context.scratch.get("sources") or {}
+        project = Sources(sources)
+        importers = [p for p in sources if not same_file(p, self.context.filename or "")
+                     and binding_in(p, self.context.filename or "", name, project)]
+        if importers:
+            raise self.not_applicable(f"{why}, which {importers[0]} imports: its calls there are not rewritten")
+        for expr, call, bound in calls:
+            self.replace(expr, cst.Assign(targets=[cst.AssignTarget(bound)], value=call, semicolon=expr.semicolon))
+        returned = self.statement(f"return {param}\n")
+        done = self.context.scratch.setdefault("returned", set())
+        if (id(func), param) not in done:
+            done.add((id(func), param))
+            self.replace(func.body, lambda new: new.with_changes(body=[*new.body, returned]))
+        self.context.scratch["summary"] = (
+            f"{name}() now returns the new {param}; {len(calls)} call site(s) rebind it"
+        )
 
     # -- code ---------------------------------------------------------------------------
     def code(self, node: cst.CSTNode) -> str:

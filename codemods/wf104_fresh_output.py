@@ -93,7 +93,7 @@ class FreshOutput(FindingCommand):
         if any(i.deep_equals(hit) for i in inputs):
             raise self.not_applicable(f"the launch at line {self.pos(call).start.line} also reads {self.code(hit)}")
         stmt = self.statement_of(call)
-        self.check_rebindable(hit, stmt)
+        self.check_rebindable(hit, stmt, through_return=True)
         text = self.code(hit)
         self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.empty_like({text})\n")])
 

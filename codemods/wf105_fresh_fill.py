@@ -38,7 +38,7 @@ class FreshFill(FindingCommand):
         target = call.func.value
         if isinstance(target, cst.Attribute) and target.attr.value == "grad":
             raise self.not_applicable("resetting a .grad is not a recorded write")
-        self.check_rebindable(target, line)
+        self.check_rebindable(target, line, through_return=True)
         alias = self.warp_alias()
         text = self.code(target)
         if call_name(call) == "zero_":

@@ -10,9 +10,20 @@ Statements keep their comments and, when several are moved, their order (finding
 applied bottom-up). Finding data (optional): ``tape`` -- the tape's expression text
 (default: any ``<x>.backward(...)``). The span's line is the statement to move.
 
+The span may be any line of the statement (a continuation line of a multi-line call).
+
+Strategies, in this order (the report names a non-default one):
+
+* move the statement alone;
+* move it **with the statements using it**: statements between it and the backward that read
+  what it binds (names, or attributes like ``self.g``) go along, in order, when none of them
+  records on a tape or mutates arrays (launch, copy, assign, zero_/fill_, backward);
+* (WF304 after ``tape.zero()``) when the read cannot move before the zero, **move the zero** to
+  just after the read, when nothing in between reads a gradient or runs a backward.
+
 Skipped with a reason when the backward is not a statement of the same block (after the
 ``with``), or when moving would change what some statement in between reads (the moved
-statement binds a name read before the backward, or reads one bound in between).
+statements bind a name read there, or read one bound there).
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name
+from codemods._base import FindingCommand, NotApplicable, call_name, dotted
 
 
 def _method_call(stmt: cst.CSTNode, *methods: str) -> cst.Call | None:
@@ -48,8 +59,10 @@ class MoveAcrossBackward(FindingCommand):
         return not wanted or self.code(call.func.value) == wanted
 
     def plan(self, tree: cst.Module) -> None:
+        # the statement starting on the line, else the innermost one spanning it (a continuation line)
         stmt = self.on_line(
-            (cst.SimpleStatementLine, cst.BaseCompoundStatement), lambda s: self.pos(s).start.line == self.line
+            (cst.SimpleStatementLine, cst.BaseCompoundStatement),
+            lambda s: isinstance(s, cst.SimpleStatementLine) or self.pos(s).start.line == self.line,
         )
         block = list(self.block_of(stmt))
         if not block:
@@ -79,7 +92,10 @@ class MoveAcrossBackward(FindingCommand):
                 None,
             )
             if zero is not None:
-                self._move(stmt, zero, block[block.index(zero): index], after=False)
+                try:
+                    self._move(stmt, zero, block[block.index(zero): index], after=False)
+                except NotApplicable as exc:
+                    self._move_zero_after(zero, stmt, block[block.index(zero) + 1: index], exc)
                 return
         raise self.not_applicable("no `tape.backward(...)` statement follows in the same block")
 
@@ -93,20 +109,48 @@ class MoveAcrossBackward(FindingCommand):
     def _move(
         self, stmt: cst.BaseStatement, anchor: cst.BaseStatement, crossed: Sequence[cst.BaseStatement], *, after: bool
     ) -> None:
-        bound = _bound_names(stmt)
+        group = [stmt]
+        if after:  # the statements using what the moved one binds go along, in order
+            bound = _bound_names(stmt)
+            for other in crossed:
+                if other is not anchor and bound & _read_names(other) and not _effects(other):
+                    group.append(other)
+                    bound |= _bound_names(other)
+        bound = set().union(*(_bound_names(g) for g in group))
+        read = set().union(*(_read_names(g) for g in group))
         for other in crossed:
+            if any(other is g for g in group):
+                continue
             if bound & _read_names(other):
                 raise self.not_applicable(
                     f"line {self.pos(other).start.line} reads {', '.join(sorted(bound & _read_names(other)))}"
                 )
-            if _bound_names(other) & _read_names(stmt):
+            if _bound_names(other) & read:
                 raise self.not_applicable(
-                    f"line {self.pos(other).start.line} rebinds {', '.join(sorted(_bound_names(other) & _read_names(stmt)))}"
+                    f"line {self.pos(other).start.line} rebinds {', '.join(sorted(_bound_names(other) & read))}"
                 )
         if after:
-            self.move_after(stmt, anchor)
+            for g in group:
+                self.move_after(g, anchor)
+            if len(group) > 1:
+                lines = ", ".join(str(self.pos(g).start.line) for g in group[1:])
+                self.context.scratch["summary"] = f"moved with the statements using it (line(s) {lines})"
         else:
             self.move_before(stmt, anchor)
+
+    def _move_zero_after(
+        self, zero: cst.BaseStatement, read: cst.BaseStatement, between: Sequence[cst.BaseStatement], why: Exception
+    ) -> None:
+        """Clear the gradients after their last reader instead of moving the reader before the clear."""
+        for other in between:
+            if any(a.attr.value == "grad" for a in self.nodes(other, cst.Attribute)) or any(
+                call_name(c) == "backward" for c in self.nodes(other, cst.Call)
+            ):
+                raise self.not_applicable(
+                    f"{why}; and the zero cannot move after the read: line {self.pos(other).start.line} uses gradients"
+                )
+        self.move_after(zero, read)
+        self.context.scratch["summary"] = "moved the tape's zero after the gradient's reader"
 
 
 class _Names(cst.CSTVisitor):
@@ -120,6 +164,9 @@ class _Names(cst.CSTVisitor):
     def _bind(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
             self.bound.add(target.value)
+            self._targets.add(id(target))
+        elif isinstance(target, cst.Attribute) and (place := dotted(target)) is not None:
+            self.bound.add(place)  # `self.g = ...`: readers of `self.g` depend on it
             self._targets.add(id(target))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -145,11 +192,39 @@ class _Names(cst.CSTVisitor):
         if id(node) not in self._targets:
             self.read.add(node.value)
 
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if id(node) in self._targets:
+            return False  # the target place itself; its base is not read either
+        place = dotted(node)
+        if place is not None:
+            self.read.add(place)
+        return True
+
 
 def _names(stmt: cst.CSTNode) -> _Names:
     visitor = _Names()
     stmt.visit(visitor)
     return visitor
+
+
+_EFFECTS = ("launch", "copy", "assign", "zero_", "fill_", "backward", "zero", "reset")
+
+
+def _effects(stmt: cst.CSTNode) -> bool:
+    """Whether the statement records on a tape or mutates arrays (it must not move with a read)."""
+    visitor = _Calls()
+    stmt.visit(visitor)
+    return bool(visitor.names & set(_EFFECTS))
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = call_name(node)
+        if name:
+            self.names.add(name)
 
 
 def _bound_names(stmt: cst.CSTNode) -> set[str]:

@@ -16,8 +16,12 @@ and every store of the ``if`` goes to ``x_out``.
 
 Finding data (all optional, inferred from the span when absent):
 ``kernel`` -- the kernel's name; ``param`` -- the overwritten array parameter.
-The span must point at the overwriting statement in the kernel body (WF107 reports on a
-struct field: such writes are not rewritable and are skipped with a reason).
+The span must point at the overwriting statement in the kernel body. WF107 (an array field
+of a ``@wp.struct`` parameter, ``s.q[i] = f(s.q[i])``): the output ``q_out`` gets the field's
+type from the struct class (defined in the kernel's file), and each launch allocates
+``q_out = wp.empty_like(<struct>.q)``, passes it, and rebinds ``<struct>`` to a new struct
+holding ``q_out`` and the other fields unchanged (a launch records a struct by reference, so
+rebinding the old struct's field would change what earlier launches differentiate).
 
 Skipped with a reason when not mechanical: the write is in a loop, stores use different
 indices, the parameter is written outside that statement or passed to a call, a launch
@@ -46,6 +50,7 @@ from codemods._base import (
     positional,
     target_names,
 )
+from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from warpfix.finding import Finding
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)
@@ -75,9 +80,18 @@ def _store_target(small: cst.CSTNode) -> cst.Subscript | None:
     return target if isinstance(target, cst.Subscript) else None
 
 
-def _writes_param(store: cst.CSTNode, param: str) -> bool:
+def _place(node: cst.BaseExpression) -> str | None:
+    """``a`` for the array parameter ``a``, ``s.q`` for the field ``q`` of a struct parameter ``s``."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return f"{node.value.value}.{node.attr.value}"
+    return None
+
+
+def _writes_param(store: cst.CSTNode, place: str) -> bool:
     target = _store_target(store)
-    return target is not None and isinstance(target.value, cst.Name) and target.value.value == param
+    return target is not None and _place(target.value) == place
 
 
 def _launch_kernel(call: cst.Call) -> cst.BaseExpression | None:
@@ -115,14 +129,21 @@ class KernelOutput(FindingCommand):
     CROSS_FILE = True
     #: what the kernel pass tells the launch passes (in other files too), beyond kernel and parameter
     extra: dict[str, Any]
+    #: WF107: the overwritten array is this field of the struct parameter ``param``
+    field: str | None = None
 
     @classmethod
     def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
-        kernel = finding.data.get("kernel")
-        if not kernel:  # found from the kernel file itself; every file may launch it
-            return [finding.path, *(p for p in sources if p != finding.path)]
+        """The kernel's file, then every file that imports the kernel from it (see ``codemods._resolve``)."""
+        kernel = finding.data.get("kernel") or _function_at(sources.get(finding.path, ""), finding.line)
+        if not kernel:
+            return [finding.path]
         word = re.compile(rf"\b{re.escape(kernel)}\b")
-        return [finding.path, *(p for p, s in sources.items() if p != finding.path and word.search(s))]
+        project = Sources(sources)
+        return [finding.path, *(
+            p for p, s in sources.items()
+            if p != finding.path and word.search(s) and binding_in(p, finding.path, kernel, project)
+        )]
 
     @classmethod
     def shared(cls, context: CodemodContext) -> dict[str, Any]:
@@ -140,17 +161,30 @@ class KernelOutput(FindingCommand):
         self.extra = {}
         if self.in_target_file():
             self._plan_kernel()
-            state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra)
+            self.binding = Binding(names={self.kernel})
+            state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra, field=self.field)
         elif "kernel" in state:
             self.kernel, self.param, self.index = state["kernel"], state["param"], state["index"]
-            self.extra = state["extra"]
+            self.extra, self.field = state["extra"], state.get("field")
+            self.binding = self._binding()
         elif self.data["kernel"] and self.data["param"] and self.file and os.path.isfile(self.file):
             # standalone runs (libcst.tool) visit files in any order: read the signature from disk
-            self.kernel, self.param = self.data["kernel"], self.data["param"]
+            self.kernel, self.param, self.field = self.data["kernel"], self.data["param"], None
             self.index = _param_index(self.file, self.kernel, self.param)
+            self.binding = self._binding()
         else:
             raise SkipFile("the kernel file has not been rewritten first")
         self._plan_launches()
+
+    def _binding(self) -> Binding:
+        """How this (launching) file names the kernel of the finding's file; SkipFile when it does not."""
+        sources = self.context.scratch.get("sources")
+        project = Sources(sources) if sources is not None else DiskSources()
+        filename = self.context.filename or ""
+        binding = binding_in(filename, self.file or "", self.kernel, project) if self.file else Binding()
+        if not binding:
+            raise SkipFile(f"{filename} does not import {self.kernel} from {self.file}")
+        return binding
 
     # -- the kernel ---------------------------------------------------------------------
     def _plan_kernel(self) -> None:
@@ -161,16 +195,21 @@ class KernelOutput(FindingCommand):
         func = self.enclosing(small, cst.FunctionDef)
         if func is None or not is_kernel(func):
             raise self.not_applicable("the store is not in a @wp.kernel body")
-        if not isinstance(target.value, cst.Name):
-            raise self.not_applicable("the store target is not an array parameter (struct field?)")
-        param = target.value.value
-        if self.data["param"] and self.data["param"] != param:
+        place = _place(target.value)
+        if place is None:
+            raise self.not_applicable("the store target is neither an array parameter nor an array field of one")
+        param, _, field = place.partition(".")
+        self.field = field or None
+        if self.data["param"] and self.data["param"] not in (param, place):
             raise self.not_applicable(f"the store writes {param}, not {self.data['param']}")
         if self.data["kernel"] and self.data["kernel"] != func.name.value:
             raise self.not_applicable(f"the store is in {func.name.value}, not {self.data['kernel']}")
         declared = {p.name.value: p for p in func.params.params}
         if param not in declared or declared[param].annotation is None:
             raise self.not_applicable(f"{param} is not an annotated kernel parameter")
+        annotation = declared[param].annotation
+        if self.field:  # WF107: the output gets the field's own array type, from the @wp.struct
+            annotation = self._field_annotation(annotation, self.field)
         body = func.body
         top: cst.CSTNode = line
         while isinstance(body, cst.IndentedBlock) and self.parent(top) is not body:
@@ -183,34 +222,70 @@ class KernelOutput(FindingCommand):
             raise self.not_applicable("unsupported in-place operator")
         for name in self.nodes(body, cst.Name):
             holder = self.parent(name)
-            if name.value == param and not (isinstance(holder, cst.Subscript) and holder.value is name):
-                raise self.not_applicable(f"{param} is passed on at line {self.pos(name).start.line}")
-        stores = [s for s in self.nodes(body, (cst.Assign, cst.AugAssign)) if _writes_param(s, param)]
+            if name.value != param:
+                continue
+            if self.field and isinstance(holder, cst.Attribute) and holder.value is name:
+                if holder.attr.value != self.field:
+                    continue  # another field of the struct
+                name, holder = holder, self.parent(holder)
+            if not (isinstance(holder, cst.Subscript) and holder.value is name):
+                raise self.not_applicable(f"{place} is passed on at line {self.pos(name).start.line}")
+        stores = [s for s in self.nodes(body, (cst.Assign, cst.AugAssign)) if _writes_param(s, place)]
         outside = [s for s in stores if not any(a is top for a in self.ancestors(s)) and s is not small]
         if outside:
-            raise self.not_applicable(f"{param} is also written at line {self.pos(outside[0]).start.line}")
+            raise self.not_applicable(f"{place} is also written at line {self.pos(outside[0]).start.line}")
 
         self.kernel, self.param = func.name.value, param
         self.index = [p.name.value for p in func.params.params].index(param)
-        out = self.fresh_name(f"{param}_out", func)
+        out = self.fresh_name(f"{self.field or param}_out", func)
         out_name = cst.Name(out)
         if top is not line:
-            self._conditional_stores(top, stores, small, param, out)
+            self._conditional_stores(top, stores, small, place, out)
         elif len(stores) != 1:
-            raise self.not_applicable(f"{param} is written more than once")
+            raise self.not_applicable(f"{place} is written more than once")
         first_end = min((self.pos(s).end.line, self.pos(s).end.column) for s in stores)
         for sub in self.nodes(body, cst.Subscript):
             start = (self.pos(sub).start.line, self.pos(sub).start.column)
-            if isinstance(sub.value, cst.Name) and sub.value.value == param and start > first_end:
+            if _place(sub.value) == place and start > first_end:
                 self.replace(sub.value, out_name)
         for store in stores:
             self._redirect(store, out_name)
 
-        annotation = declared[param].annotation
         new_param = cst.Param(out_name, annotation=annotation)
         self.replace(func.params, lambda new: new.with_changes(
             params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
         ))
+
+    def _field_annotation(self, annotation: cst.Annotation, field: str) -> cst.Annotation:
+        """The annotation of ``field`` in the ``@wp.struct`` class ``annotation`` names (defined in this file);
+        the struct's name and field names go to ``extra`` for the launch sites."""
+        struct = (dotted(annotation.annotation) or "").rpartition(".")[2]
+        for cls in self.nodes(self.tree, cst.ClassDef):
+            if cls.name.value != struct or not isinstance(cls.body, cst.IndentedBlock):
+                continue
+            fields = {
+                small.target.value: small.annotation
+                for stmt in cls.body.body if isinstance(stmt, cst.SimpleStatementLine)
+                for small in stmt.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+            }
+            if field in fields:
+                self.extra.update(struct=struct, fields=list(fields))
+                return fields[field]
+        raise self.not_applicable(f"the struct {struct} of field {field} is not defined in this file")
+
+    def _struct_name(self) -> str:
+        """How this (launching) file names the kernel file's struct class."""
+        struct = self.extra["struct"]
+        if self.in_target_file():
+            return struct
+        sources = self.context.scratch.get("sources")
+        project = Sources(sources) if sources is not None else DiskSources()
+        binding = binding_in(self.context.filename or "", self.file or "", struct, project)
+        if binding.names:
+            return sorted(binding.names)[0]
+        if binding.modules:
+            return f"{sorted(binding.modules)[0]}.{struct}"
+        raise self.not_applicable(f"{self.context.filename} does not import the struct {struct}")
 
     def _conditional_stores(
         self, top: cst.CSTNode, stores: list[cst.CSTNode], small: cst.CSTNode, param: str, out: str
@@ -250,24 +325,29 @@ class KernelOutput(FindingCommand):
     def _plan_launches(self) -> None:
         count = 0
         for name in self.nodes(self.tree, cst.Name):
-            if name.value != self.kernel:
-                continue
             holder = self.parent(name)
+            is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
+            if is_attribute:
+                # `module.kernel` through an import of the kernel's module; any other object's
+                # attribute of that name (`wp.kernel`, another module's kernel) is no use of it
+                if name.value != self.kernel or dotted(holder.value) not in self.binding.modules:
+                    continue
+            elif name.value not in self.binding.names:
+                continue
             if isinstance(holder, cst.Arg) and holder.keyword is name:
                 continue  # `kernel=` keyword
             if isinstance(holder, (cst.Param, cst.FunctionDef, cst.ImportAlias, cst.ImportFrom, cst.AsName, cst.ClassDef)):
                 continue  # a definition or import of the name
-            is_attribute = isinstance(holder, cst.Attribute) and holder.attr is name
             use = holder if is_attribute else name
             arg = self.parent(use)
             call = self.parent(arg) if isinstance(arg, cst.Arg) else None
             if isinstance(call, cst.Call) and _launch_kernel(call) is use:
                 func = self.enclosing(call, cst.FunctionDef)
-                if not is_attribute and func is not None and self.kernel in {p.name.value for p in func.params.params}:
-                    raise self.not_applicable(f"{func.name.value}() launches a parameter named {self.kernel}")
+                if not is_attribute and func is not None and name.value in {p.name.value for p in func.params.params}:
+                    raise self.not_applicable(f"{func.name.value}() launches a parameter named {name.value}")
                 self._plan_launch(call)
                 count += 1
-            elif not is_attribute:  # another object's attribute of that name (`wp.kernel`) is no use of it
+            else:
                 raise self.not_applicable(
                     f"{self.kernel} is used at line {self.pos(name).start.line} other than as a launched kernel"
                 )
@@ -319,15 +399,46 @@ class KernelOutput(FindingCommand):
         if self.index >= len(bound):
             raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
         arg = bound[self.index]
-        self.check_rebindable(arg, line, where)
+        self.check_rebindable(arg, line, where, through_return=True)
 
         alias = self.code(call.func.value) if isinstance(call.func, cst.Attribute) else "wp"
         scope = self.enclosing(call, cst.FunctionDef) or self.tree
-        fresh = self.fresh_name(f"{self.param}_out", scope)
+        fresh = self.fresh_name(f"{self.field or self.param}_out", scope)
         text = self.code(arg)
-        self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
-        self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
+        if self.field:
+            # a launch records a struct by reference: rebinding its field would change what the earlier
+            # launches' backward reads. A new struct takes the new array and the other fields as they are.
+            self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text}.{self.field})\n")])
+            struct = self.fresh_name(f"{_stem(text)}_new", scope)
+            rebuild = [self.statement(f"{struct} = {self._struct_name()}()\n")]
+            rebuild += [
+                self.statement(f"{struct}.{f} = {fresh if f == self.field else f'{text}.{f}'}\n")
+                for f in self.extra["fields"]
+            ]
+            self.insert_after(line, [*rebuild, self.statement(f"{text} = {struct}\n")])
+        else:
+            self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
+            self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
         self.append_output(call, outputs, fresh)
+
+def _stem(place: str) -> str:
+    """A name derived from a place: ``nxt`` for ``nxt``, ``state`` for ``self.state``, ``s`` for ``s[0]``."""
+    words = [w for w in place.replace("[", ".").replace("]", ".").split(".") if w.isidentifier() and w != "self"]
+    return words[-1] if words else "value"
+
+
+def _function_at(text: str, line: int) -> str | None:
+    """The name of the innermost function whose body holds ``line``, None when none (or no parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found = [
+        n for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    return max(found, key=lambda n: n.lineno).name if found else None
+
 
 def _param_index(path: str, kernel: str, param: str) -> int | None:
     """The position of ``param`` in the signature of ``kernel`` as defined in the file at ``path``."""

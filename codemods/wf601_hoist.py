@@ -70,6 +70,14 @@ def _lines(value: Any) -> set[int]:
     return {int(v) for v in value}
 
 
+def _stem(place: str) -> str:
+    """A local name for a place: ``loss`` for ``loss``, ``self.loss`` and ``losses[0]``'s ``losses``."""
+    if place.isidentifier():
+        return place
+    words = [w for w in place.replace("[", ".").split(".") if w.isidentifier() and w != "self"]
+    return words[-1] if words else "loss"
+
+
 def _int_literal(node: cst.BaseExpression) -> int | None:
     """The value of ``3`` or ``-3``, else None."""
     if isinstance(node, cst.Integer):
@@ -178,7 +186,7 @@ class HoistWindowTape(FindingCommand):
         for stmt in loss_zeroings:  # each window's loss in its own array, kept for the backward
             self.replace(stmt, self.statement(f"{loss} = {self.warp_alias()}.zeros_like({loss})\n").with_changes(
                 leading_lines=stmt.leading_lines))
-        total = self.fresh_name(f"{loss}_total")
+        total = self.fresh_name(f"{_stem(loss)}_total")
         kernel = self.fresh_name("accumulate_loss")
         self.replace(bwd, self.statement(
             f"{self.warp_alias()}.launch({kernel}, dim=1, inputs=[{loss}], outputs=[{total}])\n"
@@ -217,13 +225,17 @@ class HoistWindowTape(FindingCommand):
                 raise self.not_applicable(f"`{kind}` at line {self.pos(node).start.line} leaves the window loop early")
 
     def _loss_arg(self, call: cst.Call) -> str:
+        """The loss as written: a name, or an attribute/subscript place (``self.loss``) without calls."""
         args = positional(call)
         arg = args[0] if args else keyword(call, "loss")
-        if arg is None or not isinstance(arg.value, cst.Name) or len(call.args) != 1:
-            raise self.not_applicable("the backward is not `tape.backward(<loss name>)`")
-        if self.data["loss"] and self.data["loss"] != arg.value.value:
-            raise self.not_applicable(f"the backward's loss is {arg.value.value}, not {self.data['loss']}")
-        return arg.value.value
+        if arg is None or not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)) or len(call.args) != 1 or (
+            self.nodes(arg.value, cst.Call)
+        ):
+            raise self.not_applicable("the backward is not `tape.backward(<loss name or attribute>)`")
+        loss = self.code(arg.value)
+        if self.data["loss"] and "".join(self.data["loss"].split()) != "".join(loss.split()):
+            raise self.not_applicable(f"the backward's loss is {loss}, not {self.data['loss']}")
+        return loss
 
     def _tape_creation(self, body: list[cst.BaseStatement], bwd: cst.BaseStatement, tape: str) -> cst.BaseStatement:
         for stmt in body[: body.index(bwd)]:
@@ -258,6 +270,12 @@ class HoistWindowTape(FindingCommand):
             if stmt is with_stmt or body.index(stmt) < body.index(bwd):
                 raise self.not_applicable(f"`.grad` is used at line {self.pos(grads[0]).start.line} before the backward")
             acc = self._accumulation(stmt, grads)
+            if acc is None and self._steps_optimizer(stmt, grads):
+                raise self.not_applicable(
+                    f"the gradient feeds an optimizer step inside the window loop (line {self.pos(stmt).start.line}): "
+                    "this is truncated training, and one backward per episode would change the forward of every "
+                    "later window; no safe hoist (move the step after the window loop by hand if that is meant)"
+                )
             if acc is None:
                 raise self.not_applicable(
                     f"the gradient read at line {self.pos(stmt).start.line} is not an accumulation "
@@ -268,6 +286,17 @@ class HoistWindowTape(FindingCommand):
         if missing:
             raise self.not_applicable(f"gradient read(s) at line(s) {sorted(missing)} are not in the window loop body")
         return found
+
+    def _steps_optimizer(self, stmt: cst.BaseStatement, grads: list[cst.Attribute]) -> bool:
+        """``wp.launch(step, inputs=[p, p.grad, ...])``: a launch updating ``p`` from its own gradient."""
+        launches = [c for c in self.nodes(stmt, cst.Call) if call_name(c) == "launch"]
+        for launch in launches:
+            bound = [keyword(launch, "inputs"), keyword(launch, "outputs"), *positional(launch)[2:4]]
+            args = {self.code(e.value) for b in bound if b is not None and isinstance(b.value, (cst.List, cst.Tuple))
+                    for e in b.value.elements}
+            if any(self.code(g.value) in args for g in grads if g in self.nodes(launch, cst.Attribute)):
+                return True
+        return False
 
     def _accumulation(self, stmt: cst.BaseStatement, grads: list[cst.Attribute]) -> _Accumulation | None:
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or len(grads) != 1:
@@ -310,9 +339,13 @@ class HoistWindowTape(FindingCommand):
                 return assign.value, []
         zeroings = [s for s in body if self._calls_method(s, loss, ("zero_",))]
         inside = {id(a) for a in self.nodes(loop, cst.Assign)}
-        allocs = [a for a in self._assignments(loss, scope, top=scope is self.tree) if id(a) not in inside]
-        if not allocs and scope is not self.tree:
-            allocs = self._assignments(loss, self.tree, top=True)
+        if loss.isidentifier():
+            allocs = [a for a in self._assignments(loss, scope, top=scope is self.tree) if id(a) not in inside]
+            if not allocs and scope is not self.tree:
+                allocs = self._assignments(loss, self.tree, top=True)
+        else:  # `self.loss`: allocated once wherever the object is set up (`__init__`)
+            allocs = [a for a in self.nodes(self.tree, cst.Assign) if id(a) not in inside and len(a.targets) == 1
+                      and "".join(self.code(a.targets[0].target).split()) == "".join(loss.split())]
         if zeroings and len(allocs) == 1 and call_name(allocs[0].value) in ("zeros", "empty"):
             assert isinstance(allocs[0].value, cst.Call)
             return allocs[0].value, zeroings
@@ -636,7 +669,11 @@ class HoistWindowTape(FindingCommand):
             self.remove(stmt)
         if last is None:
             raise self.not_applicable("no statement after the window loop consumes the gradient")
-        if not any(self._calls_method(s, tape, ("zero", "reset")) for s in rest):
+        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+            # the gradient is handed to the caller, which consumes it after the return: the buffers the
+            # windows summed into started at zero each call, so the gradients do now, before the backward
+            after = [*(self.statement(f"{g}.zero_()\n") for g in sorted(grads)), *after]
+        elif not any(self._calls_method(s, tape, ("zero", "reset")) for s in rest):
             self.insert_after(last, [self.statement(f"{tape}.zero()\n")])
         self.insert_after(loop, after)
 

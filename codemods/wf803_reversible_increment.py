@@ -11,7 +11,9 @@ pattern, across files:
 
 Finding data (optional): ``kernel``; ``counter`` -- the counter parameter; ``tid`` -- the
 kernel's thread index variable (default: the ``x = wp.tid()`` of the kernel).
-The span's line holds the ``slot = wp.atomic_add(...)`` statement. Skipped when the
+The span's line holds the ``slot = wp.atomic_add(...)`` statement, or (``via``: the name of a
+``@wp.func`` that only returns such an atomic) ``slot = reserve(counter)``: the kernel's call
+is replaced the same way, and the func is left as it is. Skipped when the
 counter is not a kernel parameter, the increment uses kernel locals besides the counter,
 the kernel has no scalar ``wp.tid()``, or a launch has a multi-dimensional ``dim``.
 """
@@ -33,17 +35,34 @@ def _increment(node: cst.Assign) -> bool:
     )
 
 
+class _Substitute(cst.CSTTransformer):
+    """Replace parameter names by argument expressions."""
+
+    def __init__(self, mapping: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.mapping = mapping
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.mapping.get(original_node.value, updated_node)
+
+
 class ReversibleIncrement(KernelOutput):
     DESCRIPTION = "WF803: store each thread's atomic slot in forward and read it back in replay."
     RULES = ("WF803",)
-    DATA = {"kernel": "name of the kernel", "counter": "the counter parameter", "tid": "the thread index variable"}
+    DATA = {
+        "kernel": "name of the kernel",
+        "counter": "the counter parameter",
+        "tid": "the thread index variable",
+        "via": "the @wp.func whose `return wp.atomic_add(...)` the kernel calls for its slot",
+    }
 
     def _plan_kernel(self) -> None:
-        assign = self.on_line(cst.Assign, _increment)
+        assign = self.on_line(cst.Assign, lambda n: _increment(n) or self._via_call(n) is not None)
         func = self.enclosing(assign, cst.FunctionDef)
         if func is None or not is_kernel(func):
             raise self.not_applicable("the increment is not in a @wp.kernel body")
-        call = assign.value
+        original = assign.value
+        call = self._via_call(assign) or original  # through a @wp.func: its atomic, in the kernel's terms
         counter = call.args[0].value
         declared = {p.name.value: p for p in func.params.params}
         if not isinstance(counter, cst.Name) or counter.value not in declared or (
@@ -89,13 +108,48 @@ class ReversibleIncrement(KernelOutput):
             f"@{alias}.func_replay({helper})\ndef replay_{helper}({params}):\n{indent}return {slots}[{tid}]\n"
         )
         self.insert_definitions(func, [forward, replay])
-        self.replace(call, self.expression(f"{helper}({counter.value}, {slots}, {tid})"))
+        self.replace(original, self.expression(f"{helper}({counter.value}, {slots}, {tid})"))
         new_param = cst.Param(cst.Name(slots), annotation=cst.Annotation(annotation))
         self.replace(func.params, lambda new: new.with_changes(
             params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
         ))
         self.kernel, self.param, self.index = func.name.value, counter.value, None
         self.extra = {"dtype": self.code(dtype.value), "slots": "slots"}
+
+    def _via_call(self, node: cst.Assign) -> cst.Call | None:
+        """For ``slot = reserve(counter)`` with ``data["via"]`` naming a module-level ``@wp.func`` whose body
+        is only ``return wp.atomic_add(c, 0, 1)`` (or ``s = wp.atomic_add(...)``; ``return s``): that atomic
+        with the func's parameters replaced by the call's arguments."""
+        via = self.data.get("via")
+        if not via or _increment(node) or len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return None
+        call = node.value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == via):
+            return None
+        defs = [d for d in self.tree.body if isinstance(d, cst.FunctionDef) and d.name.value == via]
+        if len(defs) != 1 or not isinstance(defs[0].body, cst.IndentedBlock):
+            return None
+        body = [s for s in defs[0].body.body if not (
+            isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)
+            and isinstance(s.body[0].value, cst.SimpleString))]
+        smalls = [s.body[0] for s in body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1]
+        if len(smalls) != len(body):
+            return None
+        atomic = None
+        if len(smalls) == 1 and isinstance(smalls[0], cst.Return):
+            atomic = smalls[0].value
+        elif len(smalls) == 2 and isinstance(smalls[0], cst.Assign) and isinstance(smalls[1], cst.Return) and (
+            isinstance(smalls[1].value, cst.Name) and len(smalls[0].targets) == 1
+            and self.code(smalls[0].targets[0].target) == smalls[1].value.value
+        ):
+            atomic = smalls[0].value
+        if not (isinstance(atomic, cst.Call) and call_name(atomic) in ("atomic_add", "atomic_sub") and atomic.args):
+            return None
+        params = [p.name.value for p in defs[0].params.params]
+        if any(a.keyword is not None or a.star for a in call.args) or len(call.args) != len(params):
+            return None
+        mapping = {p: a.value for p, a in zip(params, call.args, strict=True)}
+        return atomic.visit(_Substitute(mapping))
 
     def _plan_launch(self, call: cst.Call) -> None:
         line, outputs, _bound = self.launch_parts(call)

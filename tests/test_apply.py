@@ -210,3 +210,76 @@ def test_check_if_configured_runs_fd_only_with_an_entry(tmp_path, monkeypatch) -
     except SystemExit:
         pass
     assert calls == [["python", "m.py"]]
+
+
+def _program(folder: Path, sim: str, run: str) -> None:
+    folder.mkdir()
+    (folder / "sim.py").write_text(textwrap.dedent(sim))
+    (folder / "run.py").write_text(textwrap.dedent(run))
+
+
+_BUGGY_SIM = """\
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float):
+        i = wp.tid()
+        x[i] *= s
+"""
+_BUGGY_RUN = """\
+    import warp as wp
+
+    from sim import scale
+
+
+    @wp.kernel
+    def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        wp.atomic_add(loss, 0, x[wp.tid()])
+
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(scale, dim=4, inputs=[x, 2.0])
+        wp.launch(total, dim=4, inputs=[x], outputs=[loss])
+    tape.backward(loss)
+"""
+_CLEAN_SIM = """\
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * s
+"""
+_CLEAN_RUN = """\
+    import warp as wp
+
+    import sim
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(sim.scale, dim=4, inputs=[x, 2.0], outputs=[y])
+"""
+
+
+@pytest.mark.parametrize("buggy_copies", [1, 2])
+def test_apply_rewrites_only_the_program_that_launches_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, buggy_copies: int
+) -> None:
+    """Issue 11: a same-named clean kernel in a sibling folder is another program's; its launch stays."""
+    for k in range(buggy_copies):  # packages (`python -m buggy0.run`): each `.sim` resolves to one file
+        _program(tmp_path / f"buggy{k}", _BUGGY_SIM, _BUGGY_RUN.replace("from sim", "from .sim"))
+        (tmp_path / f"buggy{k}" / "__init__.py").write_text("")
+    _program(tmp_path / "clean", _CLEAN_SIM, _CLEAN_RUN)
+    monkeypatch.chdir(tmp_path)
+    assert apply("--select", "WF401", ".") in (0, 1)
+    assert (tmp_path / "clean" / "sim.py").read_text() == textwrap.dedent(_CLEAN_SIM)
+    assert (tmp_path / "clean" / "run.py").read_text() == textwrap.dedent(_CLEAN_RUN)
+    for k in range(buggy_copies):
+        run = (tmp_path / f"buggy{k}" / "run.py").read_text()
+        assert "inputs=[x, 2.0], outputs=[x_out])" in run and run.count("x_out") == 3
+        assert "x_out[i] = x[i] * s" in (tmp_path / f"buggy{k}" / "sim.py").read_text()

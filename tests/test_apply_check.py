@@ -97,6 +97,28 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
     assert ok is kept and why in reason
 
 
+_CHAOS_BEFORE = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF902"], "integrity": ["WF902", "WF905"]}
+
+
+@pytest.mark.parametrize(
+    ("after", "rules", "kept", "why"),
+    [
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF104"], True,
+         "WF902, WF905 before the edit, clean after"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": ["WF905"]}, ["WF104"], False, "unreliable"),
+        ({"verdict": "unreliable", "losses": [3.5], "integrity": []}, ["WF104"], False, "loss changed"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF702"], False, "unreliable"),
+        ({"verdict": "unreliable", "losses": [3.0], "integrity": []}, ["WF104", "WF702"], False, "unreliable"),
+        ({"verdict": "fail", "losses": [3.0], "integrity": ["WF902"]}, ["WF104"], False, "WF902: a recorded array"),
+    ],
+)
+def test_judge_by_the_integrity_check_where_fd_cannot(after: dict, rules: list, kept: bool, why: str) -> None:
+    """Issue 10: a correct overwrite fix of a chaotic program (FD unreliable) is proven by WF902/WF905
+    going from failing to clean with the loss unchanged; any other edit still needs FD."""
+    ok, reason = judge(_CHAOS_BEFORE, after, rules)
+    assert ok is kept and why in reason, reason
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
 def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,3 +137,59 @@ def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch:
     assert edit.kept, edit.reason
     assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("fail", "pass")
     assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
+
+
+@pytest.mark.slow
+def test_real_verifier_proves_a_chaotic_overwrite_fix_by_the_integrity_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The logistic map at r = 3.9: FD is unreliable after the (correct) ping-pong fix, but WF902/WF905
+    go from failing to clean with the loss unchanged, so the edit is kept and the reason says why."""
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    golden = REPO / "golden" / "WF104-chaotic-ping-pong"
+    shutil.copytree(golden / "buggy", tmp_path / "buggy")
+    monkeypatch.chdir(tmp_path / "buggy")
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF104"], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert edit.kept, edit.reason
+    assert edit.fd_after["verdict"] == "unreliable" and "runtime integrity check" in edit.reason
+    assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
+
+
+TWO_BUGS = BUGGY.replace(
+    "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n",
+    "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n\n\n"
+    "@wp.kernel\ndef scale(w: wp.array(dtype=float), k: wp.array(dtype=float)):\n    i = wp.tid()\n    w[i] *= k[0]\n",
+).replace(
+    "    wp.launch(damp, dim=8, inputs=[v, k])\n",
+    "    wp.launch(damp, dim=8, inputs=[v, k])\n    wp.launch(scale, dim=4, inputs=[u, k])\n",
+).replace("tape = wp.Tape()\n", "u = wp.ones(4, dtype=float, requires_grad=True)\ntape = wp.Tape()\n")
+
+
+class FakeVerifyBoth(FakeVerify):
+    """FD passes only once neither kernel multiplies in place (the two bugs mask each other)."""
+
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
+        self.calls.append((cmd, cwd))
+        text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
+        buggy = "v[i] *= k[0]" in text or "w[i] *= k[0]" in text
+        param = ParamResult("k", "fail" if buggy else "pass", "dense" if buggy else "", 0.5 if buggy else 1e-4, None)
+        return VerifyReport(backwards=[BackwardResult("main.py:23", 12.47, [param])])
+
+
+def test_findings_of_one_rule_in_one_file_are_judged_together_first(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "main.py").write_text(TWO_BUGS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    verify = FakeVerifyBoth()
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(select=["WF401"], use_cache=False),
+                         verify=verify)
+    assert result.errors == []
+    assert [(e.finding.rule, e.kept) for e in result.edits] == [("WF401", True), ("WF401", True)]
+    assert all("judged together with the 1 other WF401" in e.reason for e in result.edits)
+    assert len(verify.calls) == 2  # the original, then both edits at once (not 2 alone + 1 together)

@@ -402,3 +402,17 @@ def test_apply_reports_the_memory_the_hoist_adds(tmp_path, monkeypatch) -> None:
     result = plan_fixes(["."], selection=Selection(select=["WF601"], use_cache=False))
     (edit,) = [e for e in result.edits if e.kept]
     assert "extra state buffers" in edit.reason and "gradient checkpointing" in edit.reason
+
+
+def test_a_per_window_optimizer_step_is_refused_as_truncated_training() -> None:
+    from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
+    from warpfix.fixes import compute_edits
+
+    before = _dedent(_INLINE_BEFORE).replace(
+        "inputs=[grad_sum, thrust.grad])", "inputs=[thrust, thrust.grad, 0.1])"
+    )
+    finding = Finding(rule="WF601", name="per-window-tape", severity=Severity.ERROR,
+                      span=Span("m.py", 17, 1, 17, 2), message="m", fix=Fix(FixSafety.SAFE, "hoist"), data={})
+    result = compute_edits({"m.py": before}, [finding])
+    assert result.new_sources == {}
+    assert "optimizer step inside the window loop" in result.skipped[0][1]

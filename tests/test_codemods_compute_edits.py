@@ -125,7 +125,67 @@ def test_rmw_assignment_and_parameter_argument() -> None:
     """)
     result = compute_edits({"m.py": code}, [finding("WF106", "m.py", 4)])
     assert result.new_sources == {}
-    assert "would not reach its caller" in result.skipped[0][1]
+    assert "apply(), which is never called" in result.skipped[0][1]
+
+
+def test_a_helper_parameter_is_returned_and_rebound_at_every_call_site() -> None:
+    code = src("""
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], 1.0)
+
+
+        def run_stack(signal, n):
+            wp.launch(clamp, dim=n, inputs=[signal])
+
+
+        def train(state, n):
+            with wp.Tape() as tape:
+                run_stack(state.u, n)
+                run_stack(signal=state.v, n=n)
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF106", "m.py", 4)])
+    assert result.skipped == []
+    assert result.new_sources["m.py"].endswith(src("""
+        def run_stack(signal, n):
+            x_out = wp.empty_like(signal)
+            wp.launch(clamp, dim=n, inputs=[signal], outputs=[x_out])
+            signal = x_out
+            return signal
+
+
+        def train(state, n):
+            with wp.Tape() as tape:
+                state.u = run_stack(state.u, n)
+                state.v = run_stack(signal=state.v, n=n)
+    """))
+    assert "run_stack() now returns the new signal; 2 call site(s)" in result.note(result.applied[0])
+
+
+def test_a_helper_parameter_is_all_or_nothing() -> None:
+    base = src("""
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], 1.0)
+
+
+        def run_stack(signal):
+            wp.launch(clamp, dim=1, inputs=[signal])
+    """)
+    for tail, why in (
+        ("\n\ny = run_stack(a)\n", "other than as a call statement"),
+        ("\n\ndef f(a):\n    run_stack(a)\n", "would not reach its caller"),
+        ("\n\nrun_stack(a)\nfs = [run_stack]\n", "other than as a call statement"),
+    ):
+        result = compute_edits({"m.py": base + tail}, [finding("WF106", "m.py", 4)])
+        assert result.new_sources == {}, tail
+        assert why in result.skipped[0][1], (tail, result.skipped)
+    imported = compute_edits({"m.py": base + "\n\nrun_stack(a)\n", "n.py": "from m import run_stack\n"},
+                             [finding("WF106", "m.py", 4)])
+    assert imported.new_sources == {}
+    assert "n.py imports" in imported.skipped[0][1]
 
 
 def test_safety_gating() -> None:
@@ -170,3 +230,169 @@ def test_unparsable_source_is_skipped() -> None:
     result = compute_edits({"m.py": "def (:\n"}, [finding("WF702", "m.py", 1)])
     assert result.new_sources == {}
     assert "cannot parse" in result.skipped[0][1]
+
+
+# -- issue 11: a kernel-signature rewrite follows imports, not names ------------------------------
+SIM = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float):
+        i = wp.tid()
+        x[i] *= s
+""")
+
+RUN = src("""
+    import warp as wp
+
+    from sim import scale
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(scale, dim=4, inputs=[x, 2.0])
+""")
+
+CLEAN_SIM = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * s
+""")
+
+CLEAN_RUN = src("""
+    import warp as wp
+
+    import sim
+
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(sim.scale, dim=4, inputs=[x, 2.0], outputs=[y])
+""")
+
+
+def test_kernel_output_leaves_a_same_named_kernel_of_a_sibling_program_alone() -> None:
+    sources = {"a/sim.py": SIM, "a/run.py": RUN, "b/sim.py": CLEAN_SIM, "b/run.py": CLEAN_RUN}
+    result = compute_edits(sources, [finding("WF401", "a/sim.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["a/run.py", "a/sim.py"]
+    assert "outputs=[x_out]" in result.new_sources["a/run.py"]
+
+
+def test_two_buggy_copies_each_get_their_own_edit_once() -> None:
+    sources = {"a/sim.py": SIM, "a/run.py": RUN, "c/sim.py": SIM, "c/run.py": RUN.replace("from sim", "from .sim"),
+               "c/__init__.py": "", "b/sim.py": CLEAN_SIM, "b/run.py": CLEAN_RUN}
+    result = compute_edits(sources, [finding("WF401", "a/sim.py", 7), finding("WF401", "c/sim.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["a/run.py", "a/sim.py", "c/run.py", "c/sim.py"]
+    for run in ("a/run.py", "c/run.py"):
+        assert result.new_sources[run].count("x_out") == 3  # allocated, passed once, rebound
+
+
+def test_kernel_output_follows_a_package_re_export_and_a_module_alias() -> None:
+    sources = {
+        "pkg/__init__.py": "from pkg.kernels import scale\n",
+        "pkg/kernels.py": SIM,
+        "main.py": src("""
+            import warp as wp
+
+            import pkg
+            import pkg.kernels as pk
+
+            x = wp.ones(4, dtype=float, requires_grad=True)
+            with wp.Tape() as tape:
+                wp.launch(pkg.scale, dim=4, inputs=[x, 2.0])
+                wp.launch(pk.scale, dim=4, inputs=[x, 2.0])
+        """),
+        "other.py": CLEAN_RUN,  # `import sim`: no sim.py beside it; not the kernel
+    }
+    result = compute_edits(sources, [finding("WF401", "pkg/kernels.py", 7)])
+    assert result.skipped == []
+    assert sorted(result.new_sources) == ["main.py", "pkg/kernels.py"]
+    assert result.new_sources["main.py"].count("outputs=[x_out") == 2
+
+
+def test_untaped_finding_gets_no_edit() -> None:
+    code = "d = wp.sqrt(wp.dot(v, v))\n"
+    result = compute_edits({"m.py": code}, [finding("WF702", "m.py", 1, taped=False)])
+    assert result.new_sources == {}
+    assert result.skipped[0][1] == "no tape records this code"
+    assert compute_edits({"m.py": code}, [finding("WF702", "m.py", 1, taped=True)]).new_sources
+
+
+def test_struct_field_store_gets_an_output_and_a_new_struct_at_the_launch() -> None:
+    code = src("""
+        @wp.struct
+        class Balls:
+            q: wp.array(dtype=float)
+            v: wp.array(dtype=float)
+
+
+        @wp.kernel
+        def floor_contact(s: Balls):
+            i = wp.tid()
+            if s.q[i] < 0.0:
+                s.q[i] = 0.0
+
+
+        def step(make):
+            nxt = make()
+            with wp.Tape() as tape:
+                wp.launch(floor_contact, dim=4, inputs=[nxt])
+            return nxt
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF107", "m.py", 11, kernel="floor_contact", param="s.q")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"].endswith(src("""
+        def floor_contact(s: Balls, q_out: wp.array(dtype=float)):
+            i = wp.tid()
+            q_out[i] = s.q[i]
+            if s.q[i] < 0.0:
+                q_out[i] = 0.0
+
+
+        def step(make):
+            nxt = make()
+            with wp.Tape() as tape:
+                q_out = wp.empty_like(nxt.q)
+                wp.launch(floor_contact, dim=4, inputs=[nxt], outputs=[q_out])
+                nxt_new = Balls()
+                nxt_new.q = q_out
+                nxt_new.v = nxt.v
+                nxt = nxt_new
+            return nxt
+    """))
+
+
+def test_ping_pong_output_of_a_helper_is_returned_fresh() -> None:
+    """WF104 with the span on a helper's launch: the fresh output reaches the caller's swap."""
+    code = src("""
+        def step(a, b):
+            wp.launch(advance, dim=4, inputs=[a], outputs=[b])
+
+
+        def run(a, b):
+            with wp.Tape() as tape:
+                for t in range(8):
+                    step(a, b)
+                    a, b = b, a
+    """)
+    result = compute_edits({"m.py": code}, [finding("WF104", "m.py", 2, arg="b")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"] == src("""
+        def step(a, b):
+            b = wp.empty_like(b)
+            wp.launch(advance, dim=4, inputs=[a], outputs=[b])
+            return b
+
+
+        def run(a, b):
+            with wp.Tape() as tape:
+                for t in range(8):
+                    b = step(a, b)
+                    a, b = b, a
+    """)

@@ -19,18 +19,41 @@ class TestCopyToRebind(CodemodTest):
     def test_copy(self) -> None:
         before = """
             with tape:
+                q_proj = wp.empty_like(state.q)
                 wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
                 wp.copy(state.q, q_proj)  # write back
         """
         after = """
             with tape:
+                q_proj = wp.empty_like(state.q)
                 wp.launch(project, dim=n, inputs=[state.q], outputs=[q_proj])
                 state.q = q_proj  # write back
         """
-        self.assertCodemod(before, after, line=3)
+        self.assertCodemod(before, after, line=4)
 
     def test_assign_with_data(self) -> None:
-        self.assertCodemod("x.assign(y)\n", "x = y\n", line=1, dst="x", src="y")
+        self.assertCodemod("y = f()\nx.assign(y)\n", "y = f()\nx = y\n", line=2, dst="x", src="y")
+
+    def test_long_lived_source_gets_a_fresh_buffer_per_step(self) -> None:
+        """``self.v[t + 1] = self.vd[t]`` would alias two long-lived list elements from the 2nd iteration on."""
+        before = """
+            class Sim:
+                def step(self, t):
+                    wp.launch(damp, dim=n, inputs=[self.v[t + 1]], outputs=[self.vd[t]])
+                    wp.copy(self.v[t + 1], self.vd[t])
+        """
+        self.assertCodemod(before, before.replace(
+            "wp.copy(self.v[t + 1], self.vd[t])", "self.v[t + 1] = wp.clone(self.vd[t])"), line=4)
+
+    def test_source_allocated_outside_the_loop_gets_a_fresh_buffer(self) -> None:
+        before = """
+            def run(state, n):
+                tmp = wp.empty_like(state.q)
+                for t in range(n):
+                    wp.launch(project, dim=n, inputs=[state.q], outputs=[tmp])
+                    wp.copy(state.q, tmp)
+        """
+        self.assertCodemod(before, before.replace("wp.copy(state.q, tmp)", "state.q = wp.clone(tmp)"), line=5)
 
     def test_wrong_data_is_skipped(self) -> None:
         self.assertCodemod("wp.copy(x, y)\n", "wp.copy(x, y)\n", line=1, dst="y", expected_skip=True)
@@ -139,25 +162,139 @@ class TestZeroTape(CodemodTest):
         """
         self.assertCodemod(before, after, line=2)
 
-    def test_arrays(self) -> None:
+    def test_arrays_when_the_backward_is_in_no_loop_of_its_function(self) -> None:
         before = """
-            for it in range(iters):
+            def fit(self, w):
+                with wp.Tape() as tape:
+                    forward(w, self.b)
                 tape.backward(loss)
         """
         after = """
-            for it in range(iters):
+            def fit(self, w):
+                with wp.Tape() as tape:
+                    forward(w, self.b)
                 w.grad.zero_()
-                b.grad.zero_()
+                self.b.grad.zero_()
                 tape.backward(loss)
         """
-        self.assertCodemod(before, after, line=2, arrays=["w", "b"])
+        self.assertCodemod(before, after, line=4, arrays=["w", "self.b"])
+
+    def test_arrays_not_visible_in_the_function_are_skipped(self) -> None:
+        before = """
+            def fit(w):
+                tape.backward(loss)
+        """
+        self.assertCodemod(before, before, line=2, arrays=["params"], expected_skip=True)
 
     def test_not_in_loop_is_skipped(self) -> None:
         self.assertCodemod("tape.backward(loss)\n", "tape.backward(loss)\n", line=1, expected_skip=True)
 
+    def test_rerecorded_tape_in_a_loop_resets_instead_of_zeroing(self) -> None:
+        before = """
+            for it in range(iters):
+                with tape:
+                    forward()
+                tape.backward(loss)
+                step(params, params.grad)
+                tape.zero()
+        """
+        self.assertCodemod(before, before.replace("tape.zero()", "tape.reset()"), line=4, rerecorded=True)
+
+    def test_rerecorded_tape_in_a_method_resets_before_recording(self) -> None:
+        before = """
+            class Trainer:
+                def forward_backward(self):
+                    self.loss.zero_()
+                    with self.tape:
+                        forward(self.loss)
+                    self.tape.backward(self.loss)
+        """
+        after = """
+            class Trainer:
+                def forward_backward(self):
+                    self.loss.zero_()
+                    self.tape.reset()
+                    with self.tape:
+                        forward(self.loss)
+                    self.tape.backward(self.loss)
+        """
+        self.assertCodemod(before, after, line=6, rerecorded=True)
+
+    def test_rerecorded_tape_recorded_in_two_blocks_is_skipped(self) -> None:
+        before = """
+            def forward_backward(self):
+                with self.tape:
+                    forward(self.loss)
+                with self.tape:
+                    more(self.loss)
+                self.tape.backward(self.loss)
+        """
+        self.assertCodemod(before, before, line=6, rerecorded=True, expected_skip=True)
+
 
 class TestMoveAcrossBackward(CodemodTest):
     TRANSFORM = MoveAcrossBackward
+
+    def test_the_statements_using_a_moved_read_go_along(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            self.g = x.grad.numpy()
+            norm = float(np.linalg.norm(self.g))
+            print(norm)
+            tape.backward(loss)
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss)
+            self.g = x.grad.numpy()
+            norm = float(np.linalg.norm(self.g))
+            print(norm)
+        """
+        self.assertCodemod(before, after, line=3)
+
+    def test_a_user_that_launches_does_not_move(self) -> None:
+        before = """
+            g = x.grad
+            wp.launch(step, dim=n, inputs=[p, g])
+            tape.backward(loss)
+        """
+        self.assertCodemod(before, before, line=1, expected_skip=True)
+
+    def test_a_continuation_line_maps_to_its_statement(self) -> None:
+        before = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            log(
+                x.grad.numpy(),
+            )
+            tape.backward(loss)
+        """
+        after = """
+            with tape:
+                wp.launch(k, dim=n, inputs=[x], outputs=[loss])
+            tape.backward(loss)
+            log(
+                x.grad.numpy(),
+            )
+        """
+        self.assertCodemod(before, after, line=4)
+
+    def test_the_zero_moves_after_a_read_that_cannot_move_before_it(self) -> None:
+        before = """
+            tape.backward(loss)
+            tape.zero()
+            scale = lr / n
+            step(p, p.grad.numpy() * scale)
+        """
+        after = """
+            tape.backward(loss)
+            scale = lr / n
+            step(p, p.grad.numpy() * scale)
+            tape.zero()
+        """
+        self.assertCodemod(before, after, line=4)
 
     def test_out_of_tape_scope(self) -> None:
         before = """

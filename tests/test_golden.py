@@ -90,3 +90,41 @@ def test_golden_program_runs(case_dir: Path, case: dict, variant: str) -> None:
     proc = subprocess.run(entry, cwd=case_dir / variant, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "loss0 =" in proc.stdout
+
+
+def _forward_lines(folder: Path, entry: list[str]) -> list[str]:
+    """The forward-value lines (`loss0 = ` / `forward: `, see golden/README.md) a program prints."""
+    cmd = [sys.executable if part == "python" else part for part in entry]
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [line for line in proc.stdout.splitlines() if line.startswith(("loss0 = ", "forward: "))]
+
+
+FORWARD_CASES = [
+    pytest.param(case_dir, case, id=case_dir.name)
+    for case_dir, case, variant in (p.values for p in CASES)
+    if variant == "buggy"
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case_dir", "case"), FORWARD_CASES)
+def test_safe_fixes_keep_every_forward_value(case_dir: Path, case: dict, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every safe fix `apply` makes to a golden buggy program keeps each forward value it prints."""
+    import shutil
+
+    from warpfix.apply import Selection, plan_fixes, write_changes
+
+    work = tmp_path / "buggy"
+    shutil.copytree(case_dir / "buggy", work)
+    before = _forward_lines(work, case["entry"])
+    assert before, "the program prints no forward value"
+    monkeypatch.chdir(work)
+    version = parse_version(case["warp_version"]) if "warp_version" in case else None
+    result = plan_fixes(["."], selection=Selection(use_cache=False, warp_version=version))
+    assert result.errors == []
+    if not result.changed:
+        pytest.skip("no safe fix applies to this program")
+    assert write_changes(result) == []
+    assert _forward_lines(work, case["entry"]) == before, [e.finding.rule for e in result.edits if e.kept]

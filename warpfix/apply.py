@@ -10,8 +10,10 @@ Two ways to decide what is kept:
   copy, the verifier runs on the copy, and the edit is kept only when every checked
   backward's loss of the first iteration is unchanged (within float tolerance; when the
   edit merges backwards, as the WF601 hoist does, their total) and FD agreement is a pass.
-  Fixes that fail alone are then tried together in rule order (one bug can mask
-  another). After keeping edits the code is checked again, bounded by ``rounds``.
+  Findings of one rule in one file (the components of one matrix, the stores of one kernel)
+  are judged together first; the rest one by one; fixes that fail alone are then tried
+  together in rule order (one bug can mask another). After keeping edits the code is checked
+  again, bounded by ``rounds``.
 
 Nothing here writes the user's files: :func:`write_changes` does, atomically, and only
 for the files of kept edits.
@@ -33,6 +35,11 @@ from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
 
+#: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
+#: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
+INTEGRITY_RULES = ("WF902", "WF905")
+#: the fixes that remove an overwrite of a recorded array
+OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
 _COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".warpfix_cache", ".warp-cache", "*.pyc")
@@ -147,6 +154,7 @@ def fd_summary(report: Any) -> dict[str, Any]:
     verdicts = [p.verdict for b in report.backwards for p in b.params]
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
     runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
+    integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
     if not verdicts:
         verdict = "none"
     elif "fail" in verdicts or runtime:
@@ -162,11 +170,17 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "max_rel_err": max(errs) if errs else None,
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
         "runtime_findings": runtime,
+        "integrity": integrity,
     }
 
 
-def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
-    """Whether an edit is proven by the verifier runs around it, and why (not)."""
+def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
+    """Whether an edit is proven by the verifier runs around it, and why (not).
+
+    ``rules``: the rules of the edit's findings. When FD cannot judge after the edit (chaos) and every
+    edit removes an overwrite, the runtime integrity check decides: its findings (WF902/WF905) before
+    the edit, none after, with the loss unchanged.
+    """
     if after["verdict"] == "error":
         return False, f"the rewritten program could not be verified: {after['error']}"
     lb, la = before["losses"], after["losses"]
@@ -185,11 +199,20 @@ def judge(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
         for i, (a, b) in enumerate(zip(lb, la, strict=True)):
             if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
                 return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
+    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
+    if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
+        found, left = before.get("integrity") or [], after.get("integrity") or []
+        if found and not left and not (set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)):
+            return True, (
+                f"{loss}; FD is unreliable here, so the runtime integrity check decided: "
+                f"{', '.join(found)} before the edit, clean after (no recorded array changes before its backward)"
+            )
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
                 "unreliable": "FD is unreliable here"}[after["verdict"]]
+        if after["verdict"] == "fail" and after.get("integrity"):
+            what += f" ({', '.join(after['integrity'])}: a recorded array still changes before its backward)"
         return False, f"{what} after the edit"
-    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
     if before["verdict"] == "pass":
         return True, f"{loss}; FD agreed before and after"
     return True, f"{loss}; FD agreement now passes"
@@ -256,7 +279,27 @@ def check_fixes(
         start = dict(current)
         kept: list[Finding] = []
         failed: list[tuple[Finding, dict[str, Any], dict[str, Any], str]] = []
-        for finding in sorted(_fixable(findings, unsafe), key=lambda f: (f.rule, f.path, f.line)):
+        pending = [f for f in sorted(_fixable(findings, unsafe), key=lambda f: (f.rule, f.path, f.line))
+                   if (f.rule, f.path, f.line) not in decided]
+        for group in _siblings(pending):
+            # several findings of one rule in one file (the components of one matrix, the stores of one
+            # kernel) usually interact: judged together first, like with like, before one by one
+            trial = compute_edits(start, [*kept, *group], unsafe=unsafe)
+            if len(trial.applied) != len(kept) + len(group):
+                continue
+            after = run(_changed(original, {**start, **trial.new_sources}))
+            ok, why = judge(baseline, after, [f.rule for f in group])
+            if not ok:
+                continue
+            kept.extend(group)
+            current = {**start, **trial.new_sources}
+            for finding in group:
+                decided.add((finding.rule, finding.path, finding.line))
+                out.edits.append(Edit(finding, True, f"{why} (judged together with the {len(group) - 1} other "
+                                      f"{finding.rule} finding(s) of {finding.path}){trial.note(finding)}",
+                                      baseline, after))
+            baseline = after
+        for finding in pending:
             key = (finding.rule, finding.path, finding.line)
             if key in decided:
                 continue
@@ -270,7 +313,7 @@ def check_fixes(
                 out.edits.append(Edit(finding, False, "conflicts with a fix kept before"))
                 continue
             after = run(_changed(original, {**start, **trial.new_sources}))
-            ok, why = judge(baseline, after)
+            ok, why = judge(baseline, after, [finding.rule])
             if ok:
                 kept.append(finding)
                 current = {**start, **trial.new_sources}
@@ -283,7 +326,7 @@ def check_fixes(
             joined = [item[0] for item in failed if any(a is item[0] for a in together.applied)]
             if len(joined) > 1 and all(any(a is k for a in together.applied) for k in kept):
                 after = run(_changed(original, {**start, **together.new_sources}))
-                ok, why = judge(baseline, after)
+                ok, why = judge(baseline, after, [f.rule for f in joined])
                 if ok:
                     current = {**start, **together.new_sources}
                     for finding in joined:
@@ -303,6 +346,14 @@ def check_fixes(
     out.changed = _changed(original, current)
     out.originals = {p: original[p] for p in out.changed}
     return out
+
+
+def _siblings(findings: Sequence[Finding]) -> list[list[Finding]]:
+    """Groups of two or more findings sharing a rule and a file, in order."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.rule, f.path), []).append(f)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _changed(original: dict[str, str], current: dict[str, str]) -> dict[str, str]:

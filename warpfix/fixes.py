@@ -13,8 +13,10 @@ are mapped through every earlier rewrite, and a finding whose line was itself re
 by an earlier edit is skipped (run ``apply`` again: the checker sees the new code).
 
 A finding is skipped, with a reason, when its rule has no codemod, when its fix is
-diagnostic only or unsafe (and ``unsafe`` is false), when its codemod finds the place
-not mechanically rewritable, or when a rewrite would not compile.
+diagnostic only or unsafe (and ``unsafe`` is false), when no tape records its code
+(``data["taped"] is False``: RULES.md allows automatic edits only in taped code; an
+absent key counts as taped), when its codemod finds the place not mechanically
+rewritable, or when a rewrite would not compile.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from libcst.codemod import CodemodContext, SkipFile
 from codemods import COMMANDS, NotApplicable
 from warpfix.finding import Finding, FixSafety
 
-__all__ = ["FixResult", "compute_edits"]
+__all__ = ["UNTAPED", "FixResult", "compute_edits"]
+
+#: Why a finding in code that no tape records gets no automatic edit.
+UNTAPED = "no tape records this code"
 
 
 @dataclass
@@ -87,6 +92,8 @@ def _allowed(finding: Finding, unsafe: bool) -> str | None:
         return "diagnostic only: no fix"
     if safety is FixSafety.UNSAFE and not unsafe:
         return "unsafe fix: needs --unsafe-fixes"
+    if finding.data.get("taped") is False:
+        return UNTAPED
     return None
 
 
@@ -140,7 +147,9 @@ def _apply_one(
 
     command_class = COMMANDS[finding.rule]
     rewritten: dict[str, str] = {}
-    scratch: dict = {}  # shared by the runs over several files of one cross-file rewrite
+    # shared by the runs over several files of one cross-file rewrite; "sources" lets a codemod
+    # resolve imports between the project's files (which launch sites name the finding's kernel)
+    scratch: dict = {"sources": current}
     for target in command_class.paths_for(finding, current):
         context = CodemodContext(filename=target, scratch=scratch)
         command = command_class.from_finding(context, finding, line=line)

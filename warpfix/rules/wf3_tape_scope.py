@@ -176,7 +176,10 @@ class MissingZero(Rule):
         what=(
             "Flags a backward pass that accumulates into a parameter's `.grad` which still holds the "
             "gradient of an earlier backward that was already consumed (read by an optimizer step, copied, "
-            "printed), with no `tape.zero()`, `tape.reset()` or `param.grad.zero_()` in between."
+            "printed), with no `tape.zero()`, `tape.reset()` or `param.grad.zero_()` in between; and a "
+            "tape re-entered every iteration without `reset()` whose new recording uses the arrays of the "
+            "launches its earlier backward already replayed (the backward in a method is followed through "
+            "its callers' loops)."
         ),
         why=(
             "`tape.backward()` adds into `.grad`. Without zeroing, iteration k's gradient is the sum of the "
@@ -272,6 +275,33 @@ for it in range(20):
     tape.zero()
 """,
         ),
+        Example(
+            _KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+            note="one tape re-entered every iteration without reset(): each backward replays all earlier ones",
+            expected_fix=_KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.reset()
+""",
+        ),
     ]
 
     def check(self, project: Project) -> Iterator[Finding]:
@@ -279,6 +309,20 @@ for it in range(20):
             events = trace.events
             for idx, ev, states, _pending in _walk_grads(trace):
                 if ev.kind != "backward" or ev.tape is None:
+                    continue
+                replayed = _rerecorded(events, idx, ev.tape)
+                if replayed is not None:
+                    tape_name = str(ev.detail.get("tape_name") or "tape")
+                    yield self.finding(
+                        ev.span,
+                        f"`{tape_name}` records this iteration on top of what its backward at "
+                        f"{line_ref(replayed[1].span, ev.span)} already replayed (no `{tape_name}.reset()` "
+                        f"in between): this backward replays the old launches too, on the same arrays, so "
+                        f"gradients grow x1, x2, x3 over iterations; call `{tape_name}.reset()` before recording again",
+                        data={"tape": tape_name, "rerecorded": True},
+                        related=((replayed[0].span, "recorded before the earlier backward"),
+                                 (replayed[1].span, "earlier backward")),
+                    )
                     continue
                 stale = []
                 for pid, buf in _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx).items():
@@ -305,12 +349,34 @@ for it in range(20):
                     f"`{tape_name}.backward` adds into {names}, which still holds the gradient of {earlier}, "
                     f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
                     f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
-                    data={"tape": tape_name},
+                    data={"tape": tape_name, "arrays": [buf.label for buf, _ in stale]},
                     related=(
                         (first.backward.span, "earlier backward"),
                         (consumed.span, "gradient consumed here"),
                     ),
                 )
+
+
+def _rerecorded(events: list[Event], idx: int, tape: int) -> tuple[Event, Event] | None:
+    """(an old launch, the earlier backward) when the backward at ``idx`` replays launches its tape
+    recorded before an earlier backward, without a reset, on arrays the new recording uses again."""
+    prev = None
+    for j in range(idx - 1, -1, -1):
+        e = events[j]
+        if e.tape == tape and e.kind == "tape_reset":
+            return None
+        if e.tape == tape and e.kind == "backward":
+            prev = j
+            break
+    if prev is None:
+        return None
+    old = [e for e in events[_recording_start(events, prev, tape):prev]
+           if tape_of(e) == tape and e.kind in DIFFERENTIABLE]
+    new = [e for e in events[prev + 1:idx] if tape_of(e) == tape and e.kind in DIFFERENTIABLE]
+    # an old launch's output that the new recording uses again gets its adjoint seeded (or fed) twice
+    old_outputs = {b.root().id for e in old for b in outputs(e)}
+    shared = [e for e in new if old_outputs & {b.root().id for b in (*outputs(e), *e.reads)}]
+    return (old[0], events[prev]) if shared and not exclusive(events[prev], events[idx]) else None
 
 
 def _recording_start(events: list[Event], idx: int, tape: int) -> int:

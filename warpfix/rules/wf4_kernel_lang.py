@@ -777,12 +777,14 @@ v[0] = x[i] * x[i]
 v = wp.vec3(0.0)
 v[0] = x[i]
 v[1] = 2.0 * x[i]
-v[0] += x[i] * x[i] - x[i]
+v = wp.vec3(x[i] * x[i], v[1], v[2])
 """,
         fix=(
-            "Safe: the later write becomes an accumulation of the difference (`v[0] += new - v[0]` "
-            "folded when possible). `wp.config.enable_vector_component_overwrites = True` also works "
-            "but costs compile time (unsafe)."
+            "Safe, forward values kept bit for bit: `m[i, j] = m[i, j] + e` becomes `m[i, j] += e` "
+            "(in loops too); any other later write rebuilds the value with its constructor "
+            "(`v = wp.vec3(v[0], e, v[2])`) when the type is spelled out and the write is not in a loop. "
+            "Never `v[k] += e - v[k]` (not `e` in floating point). "
+            "`wp.config.enable_vector_component_overwrites = True` also works but costs compile time (unsafe)."
         ),
     )
     VALID = [
@@ -860,7 +862,7 @@ def pack(x: wp.array(dtype=float), out: wp.array(dtype=wp.vec3)):
     v = wp.vec3(0.0)
     v[0] = x[i]
     v[1] = 2.0 * x[i]
-    v[0] += x[i] * x[i] - v[0]
+    v = wp.vec3(x[i] * x[i], v[1], v[2])
     out[i] = v
 
 x = wp.ones(4, dtype=float, requires_grad=True)

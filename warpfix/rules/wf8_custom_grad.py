@@ -281,6 +281,12 @@ def _call_sites(project: Project) -> dict[str, list[tuple[Span, str]]]:
 _COUNTER_ATOMICS = ("atomic_add", "atomic_sub", "atomic_inc", "atomic_dec")
 
 
+def _call_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
 def _replayed(project: Project) -> set[str]:
     return {kd.target for kd in project.kernels if kd.kind == "func_replay" and kd.target}
 
@@ -304,6 +310,38 @@ def _index_uses(
         if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.slice)):
             uses.append(node)
     return uses
+
+
+def _slot_funcs(project: Project, replayed: set[str]) -> dict[str, tuple[int, str]]:
+    """``@wp.func``s (without a replay) that return a counter atomic's result, by name:
+    (index of the counter parameter, the atomic's text). ``return wp.atomic_add(counter, 0, 1)`` or
+    ``slot = wp.atomic_add(counter, 0, 1)`` ... ``return slot``."""
+    out: dict[str, tuple[int, str]] = {}
+    for kd in project.kernels:
+        fn = kd.node
+        if kd.kind != "func" or kd.name in replayed or not isinstance(fn, ast.FunctionDef):
+            continue
+        src = project.files.get(kd.path)
+        if src is None:
+            continue
+        params = [a.arg for a in fn.args.args]
+        atomics: dict[str, ast.Call] = {}
+        for node in function_body_nodes(fn):
+            value = node.value if isinstance(node, (ast.Assign, ast.Return)) else None
+            if not (isinstance(value, ast.Call) and value.args and any(src.is_warp(value.func, a) for a in _COUNTER_ATOMICS)):
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in atomics:
+                    value = atomics[node.value.id]
+                else:
+                    continue
+            counter = value.args[0]
+            if not (isinstance(counter, ast.Name) and counter.id in params):
+                continue
+            if isinstance(node, ast.Assign):
+                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    atomics[node.targets[0].id] = value
+                continue
+            out[kd.name] = (params.index(counter.id), ast.unparse(value))
+    return out
 
 
 def _tid_name(src: SourceFile, fn: ast.FunctionDef) -> str | None:
@@ -420,8 +458,23 @@ with wp.Tape() as tape:
         ),
     ]
 
+    @staticmethod
+    def _via(node: ast.stmt, slot_funcs: dict[str, tuple[int, str]], caller: str) -> tuple[str, str] | None:
+        """(func name, counter argument text) for ``slot = f(counter, ...)`` with ``f`` a slot func."""
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)):
+            return None
+        name = _call_name(node.value.func)
+        if name is None or name not in slot_funcs or name == caller:
+            return None
+        index = slot_funcs[name][0]
+        if index >= len(node.value.args):
+            return None
+        return name, ast.unparse(node.value.args[index])
+
     def check(self, project: Project) -> Iterator[Finding]:
         replayed = _replayed(project)
+        slot_funcs = _slot_funcs(project, replayed)
         for kd, src, fn, severity in iter_taped(project, self.severity):
             if kd.kind == "func" and kd.name in replayed:
                 continue
@@ -435,6 +488,30 @@ with wp.Tape() as tape:
                     and any(src.is_warp(node.value.func, a) for a in _COUNTER_ATOMICS)
                     and node.value.args
                 ):
+                    via = self._via(node, slot_funcs, kd.name)
+                    if via is None:
+                        continue
+                    slot, func_name, counter = node.targets[0].id, *via
+                    uses = _index_uses(fn, slot, anns, src)
+                    if not uses:
+                        continue
+                    yield self.finding(
+                        src.span(node),
+                        f"`{slot} = {ast.unparse(node.value)}` in {kd.kind} `{kd.name}` allocates slots on a tape "
+                        f"through @wp.func `{func_name}` ({slot_funcs[func_name][1]}): the backward replay "
+                        f"increments `{counter}` again, so adjoints go to other slots (used at line "
+                        f"{uses[0].lineno}); store the slot per thread and add a @wp.func_replay",
+                        severity=severity,
+                        data={
+                            "kernel": kd.name,
+                            "kind": kd.kind,
+                            "slot": slot,
+                            "counter": counter,
+                            "via": func_name,
+                            "tid": _tid_name(src, fn),
+                        },
+                        related=tuple((src.span(u), "indexed by the replayed slot") for u in uses[:3]),
+                    )
                     continue
                 slot = node.targets[0].id
                 uses = _index_uses(fn, slot, anns, src)

@@ -56,7 +56,7 @@ def main():
             simulate(wind, awake, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[wind, wind.grad, 0.01])
         tape.zero()
         tape.reset()

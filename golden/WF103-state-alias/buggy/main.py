@@ -54,7 +54,7 @@ def main():
             rollout(states, u, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=HORIZON, inputs=[u, u.grad, 0.01])
         tape.zero()
         tape.reset()

@@ -59,7 +59,7 @@ def main():
             simulate(stiffness, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[stiffness, stiffness.grad, 10.0])
         tape.zero()
         tape.reset()

@@ -73,7 +73,7 @@ def main():
             simulate(stiffness, target, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=N - 1, inputs=[stiffness, stiffness.grad, 100.0])
         tape.zero()
         tape.reset()

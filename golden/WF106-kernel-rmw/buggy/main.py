@@ -66,7 +66,7 @@ def main():
             simulate(v0, target, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=N, inputs=[v0, v0.grad, 0.05])
         tape.zero()
         tape.reset()

@@ -73,7 +73,7 @@ def main():
         frame = render(q_final)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
             print(f"frame pixel range = {frame.min():.1f} .. {frame.max():.1f}")
         wp.launch(sgd_step, dim=N, inputs=[v0, v0.grad, 0.01])
         tape.zero()

@@ -86,7 +86,7 @@ def main():
         tape.backward()
         loss = float(np.mean(d2.numpy()))
         if it == 0:
-            print(f"loss0 = {loss:.6f}")
+            print(f"loss0 = {loss}")
         print(f"iter {it}: loss = {loss:.4f}  dloss/dv0 = {v0.grad.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[v0, v0.grad, 0.02])
         tape.zero()

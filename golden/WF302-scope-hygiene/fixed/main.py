@@ -87,7 +87,7 @@ def main():
         # clear the start state for the next throw
         wp.launch(clear_state, dim=N, inputs=[v_start])
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         print(f"iter {it}: loss = {loss.numpy()[0]:.4f}  dloss/dv0 = {v0.grad.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[v0, v0.grad, 0.02])
         tape.zero()

@@ -79,7 +79,7 @@ def main():
             simulate(v0, spread, v_start, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         print(f"iter {it}: loss = {loss.numpy()[0]:.4f}  dloss/dv0 = {v0.grad.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[v0, v0_grad, 0.02])
         tape.zero()

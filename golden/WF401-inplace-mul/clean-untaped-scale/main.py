@@ -81,7 +81,7 @@ def main():
             forward(k, x0, v0, target, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[k, k.grad, 1.0e-4])
         tape.zero()
         tape.reset()

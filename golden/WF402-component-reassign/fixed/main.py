@@ -17,7 +17,7 @@ def flight(v0: wp.array(dtype=wp.vec3), t: float, pos: wp.array(dtype=wp.vec3)):
     p[0] = v[0] * t
     p[1] = v[1] * t - 0.5 * G * t * t
     p[2] = v[2] * t
-    p[1] += wp.max(p[1], 0.0) - p[1]
+    p = wp.vec3(p[0], wp.max(p[1], 0.0), p[2])
     pos[i] = p
 
 
@@ -56,7 +56,7 @@ def main():
             forward(v0, target, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=N, inputs=[v0, v0.grad, 0.01])
         tape.zero()
         tape.reset()

@@ -67,7 +67,7 @@ def main():
             forward(sigma, seg, observed, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=CELLS, inputs=[sigma, sigma.grad, 0.5])
         tape.zero()
         tape.reset()

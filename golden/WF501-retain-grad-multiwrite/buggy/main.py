@@ -61,7 +61,7 @@ def main():
             simulate(kappa, measured, loss, history)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
             sensitivity = np.abs(history[0].grad.numpy()).max()
             print(f"max |dloss/du_1| = {sensitivity:.4f}")
         wp.launch(sgd_step, dim=1, inputs=[kappa, kappa.grad, 0.1])

@@ -78,7 +78,7 @@ def main():
             simulate(k, anchor, target, loss, force_log)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
             print(f"max |dloss/df_0| = {np.abs(force_log[0].grad.numpy()).max():.5f}")
         wp.launch(sgd_step, dim=1, inputs=[k, k.grad, 20.0])
         tape.zero()

@@ -42,7 +42,7 @@ def main():
             wp.copy(states[0].q, states[-1].q)
             wp.copy(states[0].qd, states[-1].qd)
         if it == 0:
-            print(f"loss0 = {episode:.6f}")
+            print(f"loss0 = {episode}")
         print(f"iter {it}: loss = {episode:.4f}  dloss/dgains = {grad_gains}")
         gains.assign(gains.numpy() - LR * grad_gains)
 

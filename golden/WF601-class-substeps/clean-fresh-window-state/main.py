@@ -38,7 +38,7 @@ def main():
             tape.zero()
             episode += float(loss.numpy()[0])
         if it == 0:
-            print(f"loss0 = {episode:.6f}")
+            print(f"loss0 = {episode}")
         print(f"iter {it}: loss = {episode:.4f}  dloss/dgains = {grad_gains}")
         gains.assign(gains.numpy() - LR * grad_gains)
 

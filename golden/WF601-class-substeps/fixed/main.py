@@ -46,7 +46,7 @@ def main():
                 episode += float(loss.numpy()[0])
         tape.backward(loss_total)
         if it == 0:
-            print(f"loss0 = {episode:.6f}")
+            print(f"loss0 = {episode}")
         print(f"iter {it}: loss = {episode:.4f}  dloss/dgains = {gains.grad.numpy()}")
         gains.assign(gains.numpy() - LR * gains.grad.numpy())
         tape.zero()

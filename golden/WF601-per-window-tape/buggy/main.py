@@ -28,7 +28,7 @@ def main():
             tape.zero()
             episode_loss += float(loss.numpy()[0])
         if it == 0:
-            print(f"loss0 = {episode_loss:.6f}")
+            print(f"loss0 = {episode_loss}")
         print(f"iter {it}: loss = {episode_loss:.4f}  dloss/dwind = {grad_total.numpy()[0]}")
         wp.launch(sim.sgd_step, dim=1, inputs=[wind, grad_total, 0.01])
 

@@ -29,7 +29,7 @@ def main():
             tape.zero()
             total_loss += float(loss.numpy()[0])
         if it == 0:
-            print(f"loss0 = {total_loss:.6f}")
+            print(f"loss0 = {total_loss}")
         print(f"iter {it}: loss = {total_loss:.4f}  dloss/dwind = {grad_total.numpy()[0]}")
         wp.launch(sim.sgd_step, dim=1, inputs=[wind, grad_total, 0.01])
 

@@ -27,7 +27,7 @@ def main():
             tape.zero()
             episode_loss += float(loss.numpy()[0])
         if episode == 0:
-            print(f"loss0 = {episode_loss:.6f}")
+            print(f"loss0 = {episode_loss}")
         print(f"episode {episode}: loss = {episode_loss:.4f}  wind = {wind.numpy()[0]}")
 
 

@@ -32,7 +32,7 @@ def main():
                 episode_loss += float(loss.numpy()[0])
         tape.backward(loss_total)
         if it == 0:
-            print(f"loss0 = {episode_loss:.6f}")
+            print(f"loss0 = {episode_loss}")
         print(f"iter {it}: loss = {episode_loss:.4f}  dloss/dwind = {wind.grad.numpy()[0]}")
         wp.launch(sim.sgd_step, dim=1, inputs=[wind, wind.grad, 0.01])
         tape.zero()

@@ -37,7 +37,7 @@ def main():
         grad_sum.zero_()
         episode = rollout(states, force, grad_sum)
         if it == 0:
-            print(f"loss0 = {episode:.6f}")
+            print(f"loss0 = {episode}")
         print(f"iter {it}: loss = {episode:.4f}  |grad| = {abs(grad_sum.numpy()).sum():.4f}")
         wp.launch(sim.sgd_step, dim=sim.N, inputs=[force, grad_sum, LR])
 

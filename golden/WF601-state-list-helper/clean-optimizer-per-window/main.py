@@ -35,7 +35,7 @@ def main():
         states = [sim.State() for _ in range(sim.SUBSTEPS + 1)]
         episode = rollout(states, force)
         if it == 0:
-            print(f"loss0 = {episode:.6f}")
+            print(f"loss0 = {episode}")
         print(f"iter {it}: loss = {episode:.4f}")
 
 

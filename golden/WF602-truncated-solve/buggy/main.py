@@ -67,7 +67,7 @@ def main():
             wp.launch(misfit, dim=N, inputs=[u, measured], outputs=[loss])
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         print(f"iter {it}: loss = {loss.numpy()[0]:.5f}")
         wp.launch(sgd_step, dim=N, inputs=[source, source.grad, 50.0])
         tape.zero()

@@ -51,7 +51,7 @@ def main():
             forward(w, x, y, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=2, inputs=[w, w.grad, 0.05])
         tape.zero()
         tape.reset()

@@ -53,7 +53,7 @@ def main():
             forward(p, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
             print(f"finite gradient: {bool(np.isfinite(p.grad.numpy()).all())}")
         wp.launch(descend, dim=N, inputs=[p, p.grad, 1.0e-3])
         tape.zero()

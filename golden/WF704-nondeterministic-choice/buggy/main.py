@@ -54,7 +54,7 @@ def main():
             forward(offset, scan, model, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=1, inputs=[offset, offset.grad, 0.005])
         tape.zero()
         tape.reset()

@@ -49,7 +49,7 @@ def main():
             forward(line, x, y, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=2, inputs=[line, line.grad, 0.005])
         tape.zero()
         tape.reset()

@@ -52,7 +52,7 @@ def main():
             forward(q, measured, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=N, inputs=[q, q.grad, 0.05])
         tape.zero()
         tape.reset()

@@ -55,7 +55,7 @@ def main():
             forward(h, loss)
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd_step, dim=N, inputs=[h, h.grad, 1.0e-3])
         tape.zero()
         tape.reset()

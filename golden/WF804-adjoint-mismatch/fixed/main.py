@@ -49,7 +49,7 @@ def main():
             wp.launch(tracking_loss, dim=N, inputs=[angle, target], outputs=[loss])
         tape.backward(loss)
         if it == 0:
-            print(f"loss0 = {loss.numpy()[0]:.6f}")
+            print(f"loss0 = {loss.numpy()[0]}")
         wp.launch(sgd, dim=1, inputs=[gain, gain.grad, 0.05])
         tape.zero()
 
