@@ -160,12 +160,13 @@ class Mutant:
     anchors: list[int] = field(default_factory=list)  # further lines a finding may point at
 
 
-def changed_line(before: str, after: str) -> int:
-    """First line of the mutant that an insertion or replacement produced (else the first deleted position)."""
+def changed_line(before: str, after: str, last: bool = False) -> int:
+    """First (or, with ``last``, final) line of the first insertion or replacement in the mutant, else the
+    first deleted position."""
     ops = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False).get_opcodes()
-    for tag, _i1, _i2, j1, _j2 in ops:
+    for tag, _i1, _i2, j1, j2 in ops:
         if tag in ("insert", "replace"):
-            return j1 + 1
+            return j2 if last else j1 + 1
     for tag, _i1, _i2, j1, _j2 in ops:
         if tag == "delete":
             return j1 + 1
@@ -180,6 +181,7 @@ class Operator:
     rule = ""
     accepts: frozenset[str] = frozenset()
     description = ""
+    mark_last = False  # the bug is the last line of the changed chunk (a statement split in two)
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         raise NotImplementedError
@@ -198,7 +200,7 @@ class Operator:
             return None
         code = new.code
         cst.parse_module(code)
-        return Mutant(self.name, site, code, changed_line(source, code), self.anchors(code))
+        return Mutant(self.name, site, code, changed_line(source, code, self.mark_last), self.anchors(code))
 
     def anchors(self, code: str) -> list[int]:
         return []
@@ -468,6 +470,7 @@ class InplaceMul(Operator):
     rule = "WF401"
     accepts = frozenset({"WF401"})
     description = "out[i] = a * b -> out[i] = a; out[i] *= b (and /=) in a taped kernel"
+    mark_last = True
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         return _InplaceMul(TapedScope(module), target)

@@ -1,0 +1,218 @@
+"""The mutation operators of bench/mutate.py: each plants its bug at the intended place and the mutant parses.
+
+Fast: no Warp program runs here (the benchmark itself runs them).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.mutants import operators as ops  # noqa: E402
+from bench.mutants.operators import BY_NAME, Mutant, TapedScope  # noqa: E402
+
+PROGRAM = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    @wp.func
+    def dist(d: wp.vec3):
+        return wp.length(d)
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), k: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * k
+
+
+    @wp.kernel
+    def loss_kernel(p: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+        loss[0] = dist(p[0])
+
+
+    @wp.kernel
+    def untaped(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] = x[i] - g[i] * 0.1
+
+
+    class Sim:
+        def __init__(self, n):
+            self.states = [make_state() for _ in range(n + 1)]
+            self.x = wp.zeros(4, dtype=float, requires_grad=True)
+            self.y = wp.zeros(4, dtype=float, requires_grad=True)
+            self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+            self.tape = wp.Tape()
+
+        def simulate(self, n):
+            for t in range(n):
+                self.solver.step(self.states[t], self.states[t + 1], self.dt)
+            wp.launch(scale, dim=4, inputs=[self.x, 2.0], outputs=[self.y])
+            wp.launch(loss_kernel, dim=1, inputs=[self.states[-1].q, self.loss])
+
+        def train(self, n):
+            for _ in range(3):
+                with self.tape:
+                    self.simulate(n)
+                self.tape.backward(self.loss)
+                wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])
+                self.tape.zero()
+    '''
+)
+
+FUNC_GRAD = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    @wp.func
+    def f(x: float):
+        return x * x
+
+
+    @wp.func_grad(f)
+    def adj_f(x: float, adj_ret: float):
+        wp.adjoint[x] += 2.0 * x * adj_ret
+    '''
+)
+
+
+LAUNCH = "        wp.launch(scale, dim=4, inputs=[self.x, 2.0], outputs=[self.y])\n"
+REBIND = PROGRAM.replace(LAUNCH, LAUNCH + "        self.x = self.y\n")
+
+
+def mutant(name: str, site: int = 0, source: str = PROGRAM) -> Mutant:
+    result = BY_NAME[name].mutate(source, site)
+    assert result is not None
+    ast.parse(result.code)  # still valid Python
+    return result
+
+
+def line(m: Mutant) -> str:
+    return m.code.splitlines()[m.line - 1].strip()
+
+
+def test_taped_scope_follows_methods_and_kernels() -> None:
+    import libcst as cst
+
+    scope = TapedScope(cst.parse_module(PROGRAM))
+    assert scope.taped_functions == {"simulate"}
+    assert scope.taped_kernels == {"scale", "loss_kernel", "dist"}
+
+
+def test_alias_step_feeds_the_input_state_as_output() -> None:
+    m = mutant("alias-step")
+    assert line(m) == "self.solver.step(self.states[t], self.states[t], self.dt)"
+    assert BY_NAME["alias-step"].count(PROGRAM) == 1
+
+
+def test_list_alias_builds_one_shared_buffer() -> None:
+    m = mutant("list-alias")
+    assert line(m) == "self.states = [make_state()] * (n + 1)"
+
+
+def test_drop_zero_removes_the_tape_zero_and_anchors_at_the_backward() -> None:
+    m = mutant("drop-zero")
+    assert "self.tape.zero()" not in m.code
+    backward = next(n for n, t in enumerate(m.code.splitlines(), 1) if "backward(" in t)
+    assert backward in m.anchors
+    assert BY_NAME["drop-zero"].count(PROGRAM) == 1
+
+
+def test_inplace_mul_splits_a_product_into_an_inplace_multiply() -> None:
+    m = mutant("inplace-mul")
+    lines = m.code.splitlines()
+    assert line(m) == "y[i] *= k"
+    assert lines[m.line - 2].strip() == "y[i] = x[i]"
+    # the update kernel launched outside the tape is not a site
+    assert BY_NAME["inplace-mul"].count(PROGRAM) == 1
+
+
+def test_kernel_rmw_writes_back_an_element_the_kernel_read() -> None:
+    m = mutant("kernel-rmw")
+    assert line(m) == "x[i] = x[i]"
+    assert m.code.splitlines()[m.line - 2].strip() == "y[i] = x[i] * k"
+
+
+def test_drop_requires_grad_removes_only_the_flag() -> None:
+    m = mutant("drop-requires-grad", 1)
+    assert line(m) == "self.y = wp.zeros(4, dtype=float)"
+    assert BY_NAME["drop-requires-grad"].count(PROGRAM) == 3
+
+
+def test_retain_grad_is_added_to_a_requires_grad_allocation() -> None:
+    m = mutant("retain-grad")
+    assert line(m) == "self.x = wp.zeros(4, dtype=float, requires_grad=True, retain_grad=True)"
+
+
+def test_step_in_tape_moves_the_optimizer_launch_into_the_tape() -> None:
+    m = mutant("step-in-tape")
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])"
+    assert lines[m.line - 2].strip() == "self.simulate(n)"  # last statement of the with body
+    assert m.code.count("wp.launch(untaped") == 1
+
+
+def test_write_before_backward_moves_the_write_between_tape_and_backward() -> None:
+    m = mutant("write-before-backward")
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])"
+    assert lines[m.line].strip() == "self.tape.backward(self.loss)"
+
+
+def test_zero_read_zeroes_an_input_after_its_taped_launch() -> None:
+    m = mutant("zero-read")
+    assert line(m) == "self.x.zero_()"
+    assert "scale" in m.code.splitlines()[m.line - 2]
+    # inputs of the launches in simulate (not .grad, not the constant): x, states[-1].q, loss
+    assert BY_NAME["zero-read"].count(PROGRAM) == 3
+
+
+def test_duplicate_launch_repeats_a_taped_launch() -> None:
+    m = mutant("duplicate-launch")
+    lines = m.code.splitlines()
+    assert lines[m.line - 1] == lines[m.line - 2]
+    assert "wp.launch(scale" in line(m)
+    assert BY_NAME["duplicate-launch"].count(PROGRAM) == 2  # not the untaped update
+
+
+def test_sqrt_dot_replaces_length_in_a_taped_func() -> None:
+    m = mutant("sqrt-dot")
+    assert line(m) == "return wp.sqrt(wp.dot(d, d))"
+
+
+def test_copy_writeback_turns_a_rebinding_into_a_copy() -> None:
+    assert REBIND != PROGRAM
+    m = mutant("copy-writeback", source=REBIND)
+    assert line(m) == "wp.copy(self.x, self.y)"
+
+
+def test_adjoint_assign_overwrites_the_adjoint() -> None:
+    m = mutant("adjoint-assign", source=FUNC_GRAD)
+    assert line(m) == "wp.adjoint[x] = 2.0 * x * adj_ret"
+    assert BY_NAME["adjoint-assign"].count(PROGRAM) == 0
+
+
+@pytest.mark.parametrize("op", ops.OPERATORS, ids=lambda op: op.name)
+def test_every_operator_keeps_the_rest_of_the_file(op: ops.Operator) -> None:
+    """Only the planted lines change: every other line of the file survives in order."""
+    import difflib
+
+    source = {"adjoint-assign": FUNC_GRAD, "copy-writeback": REBIND}.get(op.name, PROGRAM)
+    assert op.count(source) >= 1
+    for site in range(op.count(source)):
+        m = op.mutate(source, site)
+        assert m is not None
+        ast.parse(m.code)
+        ratio = difflib.SequenceMatcher(a=source.splitlines(), b=m.code.splitlines()).ratio()
+        assert ratio > 0.9
+    assert op.mutate(source, op.count(source)) is None
