@@ -217,7 +217,14 @@ def score_verify(outcome: Outcome, folder: Path, program: Program, timeout: floa
     if data is None:
         outcome.verify = f"error: {why}"
         return
-    outcome.verify = str(data.get("verdict") or data.get("summary", {}).get("verdict") or "?")
+    if data.get("error"):
+        outcome.verify = f"could not verify: {data['error'][:120]}"
+        return
+    verdicts = sorted({p["verdict"] for b in data.get("backwards", []) for p in b.get("params", [])})
+    rules = sorted({f["rule"] for f in data.get("findings", []) if f.get("severity") == "error"})
+    outcome.verify = f"exit {data.get('exit_code')}: {'/'.join(verdicts) or 'no verdict'}" + (
+        f" {','.join(rules)}" if rules else ""
+    )
 
 
 class Bench:
