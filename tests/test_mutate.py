@@ -90,6 +90,30 @@ LAUNCH = "        wp.launch(scale, dim=4, inputs=[self.x, 2.0], outputs=[self.y]
 REBIND = PROGRAM.replace(LAUNCH, LAUNCH + "        self.x = self.y\n")
 
 
+METHODS = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    class Example:
+        def forward_backward(self):
+            self.tape = wp.Tape()
+            with self.tape:
+                self.forward()
+            self.tape.backward(self.loss)
+
+        def step(self):
+            if self.graph:
+                wp.capture_launch(self.graph)
+            else:
+                self.forward_backward()
+            x = self.states[0].qd
+            wp.launch(step_kernel, dim=len(x), inputs=[x, x.grad, self.rate])
+            self.tape.zero()
+    '''
+)
+
+
 def mutant(name: str, site: int = 0, source: str = PROGRAM) -> Mutant:
     result = BY_NAME[name].mutate(source, site)
     assert result is not None
@@ -162,6 +186,16 @@ def test_step_in_tape_moves_the_optimizer_launch_into_the_tape() -> None:
     assert m.code.count("wp.launch(untaped") == 1
 
 
+def test_step_into_taped_method_moves_the_update_before_the_backward() -> None:
+    m = mutant("step-into-taped-method", source=METHODS)
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(step_kernel, dim=len(self.states[0].qd), inputs=[self.states[0].qd, self.states[0].qd.grad, self.rate])"
+    assert lines[m.line - 2].strip() == "self.forward()"
+    assert lines[m.line].strip() == "self.tape.backward(self.loss)"
+    assert m.code.count("wp.launch(step_kernel") == 1
+    assert BY_NAME["step-into-taped-method"].count(PROGRAM) == 0  # the tape and the update share one method
+
+
 def test_write_before_backward_moves_the_write_between_tape_and_backward() -> None:
     m = mutant("write-before-backward")
     lines = m.code.splitlines()
@@ -207,7 +241,9 @@ def test_every_operator_keeps_the_rest_of_the_file(op: ops.Operator) -> None:
     """Only the planted lines change: every other line of the file survives in order."""
     import difflib
 
-    source = {"adjoint-assign": FUNC_GRAD, "copy-writeback": REBIND}.get(op.name, PROGRAM)
+    source = {"adjoint-assign": FUNC_GRAD, "copy-writeback": REBIND, "step-into-taped-method": METHODS}.get(
+        op.name, PROGRAM
+    )
     assert op.count(source) >= 1
     for site in range(op.count(source)):
         m = op.mutate(source, site)

@@ -672,6 +672,106 @@ class StepInTape(Operator):
         return _IntoTape(TapedScope(module), target)
 
 
+def _tape_method(fn: cst.FunctionDef) -> int | None:
+    """Index of the ``with <tape>:`` statement of a method whose own body runs the tape and its backward."""
+    if not isinstance(fn.body, cst.IndentedBlock):
+        return None
+    body = fn.body.body
+    for w, stmt in enumerate(body):
+        if isinstance(stmt, cst.With) and is_tape_with(stmt) and any(_backward_of(b) for b in body[w + 1:]):
+            return w
+    return None
+
+
+def _calls_method(stmt: cst.BaseStatement, name: str) -> bool:
+    return any(simple_callee(c) == name for c in m.findall(stmt, m.Call()))  # type: ignore[arg-type]
+
+
+class _StepIntoMethod(SiteTransformer):
+    """In a class, ``self.forward_backward()`` followed by an optimizer launch that reads a ``.grad``:
+    the launch moves to the end of the with-tape block inside ``forward_backward`` (local names it
+    uses are replaced by the expressions they were assigned)."""
+
+    def _sites(self, cls: cst.ClassDef) -> list[tuple[str, int, str]]:
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        taped = {name for name, fn in methods.items() if _tape_method(fn) is not None}
+        out = []
+        for name, fn in methods.items():
+            body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+            for i, stmt in enumerate(body):
+                callee = next((t for t in taped if t != name and _calls_method(stmt, t)), None)
+                if callee is None:
+                    continue
+                for j in range(i + 1, len(body)):
+                    launch = _launch(body[j])
+                    if launch is not None and ".grad" in code_of(launch):
+                        out.append((name, j, callee))
+                        break
+                break
+        return out
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        for name, j, callee in self._sites(updated):
+            if self.take():
+                return self._move(updated, name, j, callee)
+        return updated
+
+    @staticmethod
+    def _move(cls: cst.ClassDef, name: str, j: int, callee: str) -> cst.ClassDef:
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        src = methods[name]
+        body = list(src.body.body)
+        moved = body[j]
+        for stmt in body[:j]:
+            assign = _single_assign(stmt)
+            if assign and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                local = assign.targets[0].target.value
+                value = assign.value
+                moved = moved.visit(_Rename(local, value))
+        del body[j]
+        new_src = src.with_changes(body=src.body.with_changes(body=body))
+        dst = methods[callee]
+        w = _tape_method(dst)
+        assert w is not None
+        dst_body = list(dst.body.body)
+        block = dst_body[w]
+        assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
+        dst_body[w] = block.with_changes(
+            body=block.body.with_changes(body=[*block.body.body, moved.with_changes(leading_lines=[])])
+        )
+        new_dst = dst.with_changes(body=dst.body.with_changes(body=dst_body))
+        replaced = [new_src if s is src else new_dst if s is dst else s for s in cls.body.body]
+        return cls.with_changes(body=cls.body.with_changes(body=replaced))
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, name: str, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value.deep_clone() if updated.value == self.name else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        # keep attribute names (``x.grad``'s ``grad``) untouched: only the receiver is renamed
+        if isinstance(original.attr, cst.Name) and original.attr.value == self.name:
+            return updated.with_changes(attr=original.attr)
+        return updated
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+class StepIntoMethod(Operator):
+    name = "step-into-taped-method"
+    rule = "WF302"
+    accepts = frozenset({"WF302"})
+    description = "the optimizer launch after self.forward_backward() moved into that method's with-tape block"
+
+    def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
+        return _StepIntoMethod(TapedScope(module), target)
+
+
 class WriteBeforeBackward(Operator):
     name = "write-before-backward"
     rule = "WF303"
@@ -781,7 +881,7 @@ class CopyWriteback(Operator):
 
 OPERATORS: list[Operator] = [
     AliasStep(), ListAlias(), DropZero(), InplaceMul(), KernelRmw(), DropRequiresGrad(), StepInTape(),
-    WriteBeforeBackward(), CopyWriteback(), ZeroRead(), RetainGrad(), DuplicateLaunch(), SqrtDot(), AdjointAssign(),
+    StepIntoMethod(), WriteBeforeBackward(), CopyWriteback(), ZeroRead(), RetainGrad(), DuplicateLaunch(), SqrtDot(), AdjointAssign(),
 ]
 
 BY_NAME: dict[str, Operator] = {op.name: op for op in OPERATORS}
