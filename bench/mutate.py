@@ -28,6 +28,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -69,6 +70,30 @@ class Outcome:
     seconds: float = 0.0
 
 
+_LIVE: set[subprocess.Popen] = set()
+
+
+def run_child(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` whose child is killed on timeout and when the benchmark itself is stopped."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        _LIVE.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            _LIVE.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _stop(signum: int, frame: object) -> None:
+    for proc in list(_LIVE):
+        proc.kill()
+    os._exit(128 + signum)
+
+
 def env_for(record: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("WARP_CACHE_PATH", "/work/.warp-cache")
@@ -86,10 +111,7 @@ def run_recorded(folder: Path, program: Program, timeout: float) -> tuple[Record
     record = folder / "record.pkl"
     record.unlink(missing_ok=True)
     try:
-        proc = subprocess.run(
-            [sys.executable, program.file, *program.args], cwd=folder, env=env_for(record),
-            capture_output=True, text=True, timeout=timeout,
-        )
+        proc = run_child([sys.executable, program.file, *program.args], folder, env_for(record), timeout)
     except subprocess.TimeoutExpired:
         return None, f"timeout after {timeout:.0f} s"
     if proc.returncode != 0:
@@ -151,10 +173,7 @@ def compare(want: Record, got: Record) -> str:
 
 def run_warpfix(args: Sequence[str], cwd: Path, timeout: float) -> tuple[dict | None, str]:
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "warpfix", *args], cwd=cwd, env=env_for(None),
-            capture_output=True, text=True, timeout=timeout,
-        )
+        proc = run_child([sys.executable, "-m", "warpfix", *args], cwd, env_for(None), timeout)
     except subprocess.TimeoutExpired:
         return None, f"timeout after {timeout:.0f} s"
     out = proc.stdout
@@ -378,6 +397,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     if opts.programs in (None, ""):
         programs = [p for p in PROGRAMS if p.default]
     elif opts.programs == "all":

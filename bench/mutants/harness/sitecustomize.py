@@ -3,8 +3,8 @@
 With ``MUTATE_RECORD=<file>`` set, every ``wp.Tape.backward`` of the program is wrapped: after
 each of the first ``MUTATE_BACKWARDS`` (default 4) backwards it stores the loss values and the
 gradient of every *leaf* of the tape, an array with ``requires_grad`` that a recorded launch reads
-(positional or keyword ``inputs``, arrays held in structs included) and no recorded launch lists
-as an output. A leaf is keyed by the hash of its dtype, shape and contents at that moment, so
+(positional or keyword ``inputs``, arrays held in structs included), that no recorded launch lists
+as an output and that is not the loss (or a ``grads=`` seed) itself. A leaf is keyed by the hash of its dtype, shape and contents at that moment, so
 the same parameter is found in two programs (the original and a mutant or its fix) whose
 forward values agree, whatever their buffers are called. After the last recorded backward the
 record is pickled and the process exits (the rest of the run cannot change what was recorded).
@@ -61,9 +61,9 @@ def _install() -> None:
         digest = hashlib.sha1(f"{arr.dtype}{arr.shape}".encode() + data.tobytes()).hexdigest()
         return digest[:16]
 
-    def leaves(tape: wp.Tape) -> dict[str, list[np.ndarray]]:
+    def leaves(tape: wp.Tape, seeds: list) -> dict[str, list[np.ndarray]]:
         read: list = []
-        written: set[int] = set()
+        written: set[int] = {id(a) for a in seeds}
         for launch in tape.launches:
             if not isinstance(launch, (list, tuple)) or len(launch) < 5:
                 continue
@@ -92,13 +92,9 @@ def _install() -> None:
         if len(records) >= limit:
             return
         wp.synchronize()
-        if loss is not None:
-            values = [np.array(loss.numpy(), dtype=np.float64).reshape(-1)]
-        elif grads:
-            values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in grads]
-        else:
-            values = []
-        records.append({"loss": values, "leaves": leaves(self)})
+        seeds = [loss] if loss is not None else list(grads or {})
+        values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in seeds]
+        records.append({"loss": values, "leaves": leaves(self, seeds)})
         dump()
         if len(records) >= limit:
             sys.stdout.flush()
