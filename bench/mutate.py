@@ -357,18 +357,56 @@ def table(bench: Bench, ops: list[Operator], apply: bool) -> str:
     return "\n".join(lines)
 
 
+def check_cause(o: Outcome, op: Operator) -> str:
+    """Why check missed a kept mutant, in a few words."""
+    if o.check_hit:
+        return "check hit"
+    if not o.check_said:
+        return "check: nothing reported"
+    if o.check_said[0].startswith("check failed"):
+        return "check: failed to run"
+    rules = [s.split(":") for s in o.check_said]
+    right = [r for r in rules if r[0] in op.accepts]
+    if not right:
+        return "check: other rules only"
+    if all(r[2] != "error" for r in right):
+        return "check: right rule, not an error"
+    return "check: right rule, another line"
+
+
+def apply_cause(o: Outcome) -> str:
+    """Why apply --check did not fix a kept mutant."""
+    if o.fixed:
+        return "fixed"
+    if o.apply_error:
+        text = o.apply_error
+        return "apply: " + (text.split(": ", 1)[1] if ": " in text else text)[:90]
+    if not o.apply_edits:
+        return "apply: no edit offered"
+    if not any(e.get("kept") for e in o.apply_edits):
+        return "apply: every edit reverted"
+    return "apply: edit kept, gradient still differs from the original"
+
+
 def misses(bench: Bench, apply: bool) -> str:
-    out = []
+    """The kept mutants that check or apply --check missed, grouped by cause."""
+    ops = {op.name: op for op in OPERATORS}
+    groups: dict[str, list[str]] = {}
     for o in bench.outcomes:
         if o.status != "kept" or (o.check_hit and (o.fixed or not apply)):
             continue
+        cause = check_cause(o, ops[o.operator]) + (f" / {apply_cause(o)}" if apply else "")
         said = ", ".join(o.check_said) or "nothing"
-        why = ""
+        line = f"  {o.program} {o.operator}#{o.site} line {o.line} ({o.rule}) | check: {said}"
         if apply and not o.fixed:
             edits = "; ".join(f"{e['rule']}:{e['line']} {'kept' if e['kept'] else 'reverted'} ({e['reason']})"
                               for e in o.apply_edits) or "no edit"
-            why = f" | apply: {o.apply_error or edits} | after: {o.fix_detail}"
-        out.append(f"{o.program} {o.operator}#{o.site} line {o.line} ({o.rule}) | check: {said}{why}")
+            line += f" | apply: {o.apply_error or edits} | after: {o.fix_detail}"
+        groups.setdefault(cause, []).append(line)
+    out = []
+    for cause, lines in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"{cause} ({len(lines)}):")
+        out.extend(lines)
     return "\n".join(out)
 
 
@@ -392,6 +430,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--verify", action="store_true", help="also run `warpfix verify` on each kept mutant")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per program run (default 300)")
     p.add_argument("--scratch", default="/tmp/warpfix-mutate", help="scratch folder for copies and mutants")
+    p.add_argument("--from-json", nargs="+", metavar="FILE", help="print the tables of earlier --json runs, run nothing")
     return p.parse_args(argv)
 
 
@@ -415,6 +454,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = set(opts.rules.split(","))
         ops = [op for op in OPERATORS if op.rule in wanted or op.name in wanted]
     bench = Bench(opts)
+    if opts.from_json:
+        for path in opts.from_json:
+            data = json.loads(Path(path).read_text())
+            bench.outcomes.extend(Outcome(**o) for o in data["outcomes"])
+            for key, n in data["sites"].items():
+                bench.sites[tuple(key.split("/", 1))] = n  # type: ignore[index]
+            bench.skipped.update(data["skipped"])
+        report(bench, ops, not opts.no_apply, sorted({o.program for o in bench.outcomes}), None)
+        return 0
     start = time.monotonic()
     tasks = []
     for program in programs:
@@ -429,11 +477,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for future in [pool.submit(bench.mutants_of, *t) for t in tasks]:
             future.result()
     bench.save()
-    apply = not opts.no_apply
+    report(bench, ops, not opts.no_apply, [p.name for p in programs], time.monotonic() - start)
+    return 0
+
+
+def report(bench: Bench, ops: list[Operator], apply: bool, programs: list[str], seconds: float | None) -> None:
     print()
     print(table(bench, ops, apply))
-    print(f"\n{len(programs)} programs ({', '.join(p.name for p in programs)}), "
-          f"{time.monotonic() - start:.0f} s wall")
+    wall = f", {seconds:.0f} s wall" if seconds is not None else ""
+    print(f"\n{len(programs)} programs ({', '.join(programs)}){wall}")
     for name, why in bench.skipped.items():
         print(f"skipped {name}: {why}")
     text = misses(bench, apply)
@@ -442,7 +494,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = discarded(bench)
     if text:
         print("\ndiscarded mutants:\n" + text)
-    return 0
 
 
 if __name__ == "__main__":

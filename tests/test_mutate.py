@@ -1,6 +1,7 @@
-"""The mutation operators of bench/mutate.py: each plants its bug at the intended place and the mutant parses.
+"""bench/mutate.py: each mutation operator plants its bug at the intended place and the mutant parses;
+the judge compares recorded losses and gradients.
 
-Fast: no Warp program runs here (the benchmark itself runs them).
+Fast, except the one slow test that runs a tiny Warp program under the gradient recorder.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import mutate as bench  # noqa: E402
 from bench.mutants import operators as ops  # noqa: E402
 from bench.mutants.operators import BY_NAME, Mutant, TapedScope  # noqa: E402
 
@@ -252,3 +255,64 @@ def test_every_operator_keeps_the_rest_of_the_file(op: ops.Operator) -> None:
         ratio = difflib.SequenceMatcher(a=source.splitlines(), b=m.code.splitlines()).ratio()
         assert ratio > 0.9
     assert op.mutate(source, op.count(source)) is None
+
+
+# --- the benchmark's judge: recorded losses and leaf gradients ---------------------------------
+
+
+def record(grad: list[float], loss: float = 1.0, key: str = "k") -> list[dict]:
+    return [{"loss": [np.array([loss])], "leaves": {key: [np.array(grad)]}}]
+
+
+def test_compare_accepts_the_same_gradient_and_reports_a_different_one() -> None:
+    want = record([1.0, -2.0, 3.0])
+    assert bench.compare(want, record([1.0, -2.0, 3.0 + 1e-7])) == ""
+    assert "differs" in bench.compare(want, record([1.0, -2.0, 3.5]))
+    assert "missing" in bench.compare(want, record([1.0, -2.0, 3.0], key="other"))
+    assert "backwards" in bench.compare(want, want + want)
+
+
+def test_first_loss_must_be_bit_identical() -> None:
+    assert bench.first_loss_equal(record([0.0], loss=0.1), record([5.0], loss=0.1))
+    assert not bench.first_loss_equal(record([0.0], loss=0.1), record([0.0], loss=0.1 + 1e-15))
+
+
+TINY = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def square(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True)
+    for _ in range(2):
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=3, inputs=[x], outputs=[loss])
+        tape.backward(loss)
+        # no tape.zero(): the second gradient is the sum of both
+    print(x.grad.numpy())
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_sees_loss_and_leaf_gradients_of_each_backward(tmp_path: Path) -> None:
+    (tmp_path / "tiny.py").write_text(TINY)
+    program = bench.Program("tiny", tmp_path / "tiny.py", ())
+    got, why = bench.run_recorded(tmp_path, program, timeout=300)
+    assert got is not None, why
+    assert len(got) == 2
+    assert got[0]["loss"][0].tolist() == [14.0]
+    # x is the only leaf (loss is the seed, not a leaf); the missing zero doubles its gradient
+    assert list(got[0]["leaves"]) == list(got[1]["leaves"])
+    (grads0,) = got[0]["leaves"].values()
+    (grads1,) = got[1]["leaves"].values()
+    assert grads0[0].tolist() == [2.0, 4.0, 6.0]
+    assert grads1[0].tolist() == [4.0, 8.0, 12.0]
+    assert "differs" in bench.compare(got[:1] + got[:1], got)
