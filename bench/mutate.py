@@ -16,9 +16,14 @@ optimization examples, copied from site-packages into a scratch folder) and each
    planted line (or of an operator's anchor, e.g. the backward for a removed ``tape.zero()``);
 4. ``warpfix apply --check -- <program>`` runs on a copy; the mutant counts as fixed when an
    edit was kept and the recorder then sees the original's losses and gradients again (an
-   independent check against the unmutated program, no finite differences involved).
+   independent check against the unmutated program, no finite differences involved);
+5. plain ``warpfix apply`` (no FD proof) runs on another copy, judged the same way: whether the
+   codemod itself is right, apart from the verifier that ``--check`` depends on.
 
-Prints a per-rule table and totals, and the misses with what check said and why apply failed.
+Table columns: sites (all programs), tried (mutants run), kept (gradient changed, forward not),
+check (right rule, error, within 2 lines), fixed (apply --check), bad-keep (apply --check kept an
+edit the recorder rejects), static (plain apply's edit reproduces the original's gradients).
+Then the misses grouped by cause, with what check said and why apply failed.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ class Outcome:
     fixed: bool = False
     fix_detail: str = ""
     verify: str = ""
+    static_rules: list[str] = field(default_factory=list)  # rules `warpfix apply` (no --check) edited
+    static_fixed: bool = False  # ...and the recorder then saw the original's gradients
+    static_detail: str = ""
     seconds: float = 0.0
 
 
@@ -230,6 +238,32 @@ def score_apply(outcome: Outcome, mutant: Mutant, folder: Path, program: Program
     outcome.fix_detail = diff or "matches the original"
 
 
+def score_static(outcome: Outcome, mutant: Mutant, folder: Path, program: Program, original: Record,
+                 timeout: float) -> None:
+    """Plain ``warpfix apply`` (no FD proof), judged by the recorder: is the codemod itself right?"""
+    fix = folder / "static"
+    fix.mkdir(exist_ok=True)
+    target = fix / program.file
+    target.write_text(mutant.code)
+    data, why = run_warpfix(["apply", "--format", "json", "--no-cache", program.file], fix, timeout)
+    if data is None:
+        outcome.static_detail = f"apply: {why}"
+        return
+    outcome.static_rules = sorted({e.get("rule", "?") for e in data.get("edits", [])})
+    if target.read_text() == mutant.code:
+        outcome.static_detail = "no edit"
+        return
+    fixed, why = run_recorded(fix, program, timeout)
+    if fixed is None:
+        outcome.static_detail = f"fixed program: {why}"
+    elif not first_loss_equal(original, fixed):
+        outcome.static_detail = "first loss changed by the fix"
+    else:
+        diff = compare(original, fixed)
+        outcome.static_fixed = not diff
+        outcome.static_detail = diff or "matches the original"
+
+
 def score_verify(outcome: Outcome, folder: Path, program: Program, timeout: float) -> None:
     cmd = ["verify", "--format", "json", "--", sys.executable, program.file, *program.args]
     data, why = run_warpfix(cmd, folder, timeout * 2)
@@ -323,7 +357,26 @@ class Bench:
             score_verify(outcome, folder, program, self.opts.timeout)
         if not self.opts.no_apply:
             score_apply(outcome, mutant, folder, program, original, self.opts.timeout)
+            score_static(outcome, mutant, folder, program, original, self.opts.timeout)
         return outcome
+
+    def rescore_static(self, outcomes: list[Outcome]) -> None:
+        """Add the static-apply score to the kept mutants of an earlier run (same scratch folder)."""
+        programs = {p.name: p for p in PROGRAMS}
+        ops = {op.name: op for op in OPERATORS}
+        for o in outcomes:
+            self.outcomes.append(o)
+            if o.status != "kept" or o.static_detail:
+                continue
+            program = programs[o.program]
+            with (self.scratch / o.program / "original-1" / "record.pkl").open("rb") as f:
+                original = pickle.load(f)
+            mutant = ops[o.operator].mutate(program.source.read_text(), o.site)
+            assert mutant is not None
+            score_static(o, mutant, self.scratch / o.program / f"{o.operator}-{o.site}", program, original,
+                         self.opts.timeout)
+            print(f"  {o.program} {o.operator}#{o.site}: static {o.static_rules} {o.static_detail}", flush=True)
+            self.save()
 
     def save(self) -> None:
         if self.opts.json:
@@ -337,9 +390,9 @@ class Bench:
 
 def table(bench: Bench, ops: list[Operator], apply: bool) -> str:
     head = f"{'rule':6} {'operator':22} {'sites':>5} {'tried':>5} {'kept':>4} {'check':>5}"
-    head += f" {'fixed':>5} {'bad-keep':>8}" if apply else ""
+    head += f" {'fixed':>5} {'bad-keep':>8} {'static':>6}" if apply else ""
     lines = [head, "-" * len(head)]
-    totals = np.zeros(6, dtype=int)
+    totals = np.zeros(7, dtype=int)
     for op in ops:
         mine = [o for o in bench.outcomes if o.operator == op.name]
         kept = [o for o in mine if o.status == "kept"]
@@ -347,13 +400,14 @@ def table(bench: Bench, ops: list[Operator], apply: bool) -> str:
             sum(n for (_, name), n in bench.sites.items() if name == op.name), len(mine), len(kept),
             sum(o.check_hit for o in kept), sum(o.fixed for o in kept),
             sum(1 for o in kept if not o.fixed and any(e.get("kept") for e in o.apply_edits)),
+            sum(o.static_fixed for o in kept),
         ])
         totals += row
         line = f"{op.rule:6} {op.name:22} {row[0]:5} {row[1]:5} {row[2]:4} {row[3]:5}"
-        lines.append(line + (f" {row[4]:5} {row[5]:8}" if apply else ""))
+        lines.append(line + (f" {row[4]:5} {row[5]:8} {row[6]:6}" if apply else ""))
     lines.append("-" * len(head))
     line = f"{'total':29} {totals[0]:5} {totals[1]:5} {totals[2]:4} {totals[3]:5}"
-    lines.append(line + (f" {totals[4]:5} {totals[5]:8}" if apply else ""))
+    lines.append(line + (f" {totals[4]:5} {totals[5]:8} {totals[6]:6}" if apply else ""))
     return "\n".join(lines)
 
 
@@ -402,6 +456,7 @@ def misses(bench: Bench, apply: bool) -> str:
             edits = "; ".join(f"{e['rule']}:{e['line']} {'kept' if e['kept'] else 'reverted'} ({e['reason']})"
                               for e in o.apply_edits) or "no edit"
             line += f" | apply: {o.apply_error or edits} | after: {o.fix_detail}"
+            line += f" | plain apply: {','.join(o.static_rules) or '-'}: {o.static_detail}"
         groups.setdefault(cause, []).append(line)
     out = []
     for cause, lines in sorted(groups.items(), key=lambda kv: -len(kv[1])):
@@ -431,6 +486,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per program run (default 300)")
     p.add_argument("--scratch", default="/tmp/warpfix-mutate", help="scratch folder for copies and mutants")
     p.add_argument("--from-json", nargs="+", metavar="FILE", help="print the tables of earlier --json runs, run nothing")
+    p.add_argument("--rescore-static", metavar="FILE",
+                   help="add the plain-apply score to the kept mutants of an earlier --json run (same --scratch)")
     return p.parse_args(argv)
 
 
@@ -454,6 +511,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = set(opts.rules.split(","))
         ops = [op for op in OPERATORS if op.rule in wanted or op.name in wanted]
     bench = Bench(opts)
+    if opts.rescore_static:
+        data = json.loads(Path(opts.rescore_static).read_text())
+        bench.sites = {tuple(k.split("/", 1)): n for k, n in data["sites"].items()}  # type: ignore[misc]
+        bench.skipped = data["skipped"]
+        bench.rescore_static([Outcome(**o) for o in data["outcomes"]])
+        bench.save()
+        return 0
     if opts.from_json:
         for path in opts.from_json:
             data = json.loads(Path(path).read_text())
