@@ -164,10 +164,12 @@ def test_inplace_mul_splits_a_product_into_an_inplace_multiply() -> None:
     assert BY_NAME["inplace-mul"].count(PROGRAM) == 1
 
 
-def test_kernel_rmw_writes_back_an_element_the_kernel_read() -> None:
+def test_kernel_rmw_writes_the_result_back_into_the_input_element() -> None:
     m = mutant("kernel-rmw")
-    assert line(m) == "x[i] = x[i]"
+    assert line(m) == "x[i] = y[i]"
     assert m.code.splitlines()[m.line - 2].strip() == "y[i] = x[i] * k"
+    # loss[0] = dist(p[0]): p holds vec3, loss floats, no site; the untaped update kernel is no site
+    assert BY_NAME["kernel-rmw"].count(PROGRAM) == 1
 
 
 def test_drop_requires_grad_removes_only_the_flag() -> None:

@@ -411,18 +411,19 @@ class DropZero(Operator):
 # --- WF401 / WF106 / WF702: kernel-language mutations ----------------------------------------
 
 
-def _array_params(fn: cst.FunctionDef) -> set[str]:
-    out = set()
+def _array_params(fn: cst.FunctionDef) -> dict[str, str]:
+    """Array parameters of a kernel, with their annotation's code."""
+    out = {}
     for p in fn.params.params:
         if p.annotation is not None and "array" in code_of(p.annotation.annotation):
-            out.add(p.name.value)
+            out[p.name.value] = code_of(p.annotation.annotation)
     return out
 
 
 class _KernelTransformer(BlockTransformer):
     def __init__(self, scope: TapedScope, target: int) -> None:
         super().__init__(scope, target)
-        self.params: list[set[str]] = []
+        self.params: list[dict[str, str]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         super().visit_FunctionDef(node)
@@ -477,25 +478,34 @@ class InplaceMul(Operator):
 
 
 class _KernelRmw(_KernelTransformer):
-    def _read(self, stmt: cst.BaseStatement) -> cst.Subscript | None:
-        """A read ``P[idx]`` of an array parameter in a store's value (the first one)."""
+    """``y[i] = f(x[i])`` -> the same, then ``x[i] = y[i]``: the kernel overwrites an element of an input
+    it read (the result written back in place). The forward is unchanged when nothing later in the
+    forward reads ``x``; the adjoint of this kernel then replays against the overwritten input."""
+
+    def _read(self, stmt: cst.BaseStatement) -> tuple[cst.Subscript, cst.Subscript] | None:
+        """(read ``x[idx]``, store target ``y[idx]``): another array parameter of the same type, same index."""
         store = self._store(stmt)
         if store is None:
             return None
-        for sub in m.findall(store[0].value, m.Subscript(value=m.Name())):
+        assign, target = store
+        index = code_of(target.slice[0]) if len(target.slice) == 1 else None
+        for sub in m.findall(assign.value, m.Subscript(value=m.Name())):
             assert isinstance(sub, cst.Subscript)
-            if sub.value.value in self.params[-1]:  # type: ignore[union-attr]
-                return sub
+            name, stored = sub.value.value, target.value.value  # type: ignore[union-attr]
+            params = self.params[-1]
+            if name in params and name != stored and params[name] == params[stored] and len(sub.slice) == 1:
+                if code_of(sub.slice[0]) == index:
+                    return sub, target
         return None
 
     def is_site(self, body: Sequence[cst.BaseStatement], index: int) -> bool:
         return self._read(body[index]) is not None
 
     def edit(self, body: Sequence[cst.BaseStatement], index: int) -> list[cst.BaseStatement]:
-        read = self._read(body[index])
-        assert read is not None
-        text = code_of(read)
-        writeback = cst.parse_statement(f"{text} = {text}\n")
+        found = self._read(body[index])
+        assert found is not None
+        read, target = found
+        writeback = cst.parse_statement(f"{code_of(read)} = {code_of(target)}\n")
         return [*body[: index + 1], writeback, *body[index + 1:]]
 
 
@@ -503,7 +513,7 @@ class KernelRmw(Operator):
     name = "kernel-rmw"
     rule = "WF106"
     accepts = frozenset({"WF106"})
-    description = "a taped kernel writes back an element it read: x[i] = x[i] after a read of x[i]"
+    description = "a taped kernel writes its result back into the input element it read: y[i] = f(x[i]); x[i] = y[i]"
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         return _KernelRmw(TapedScope(module), target)
