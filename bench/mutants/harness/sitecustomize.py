@@ -9,9 +9,9 @@ the same parameter is found in two programs (the original and a mutant or its fi
 forward values agree, whatever their buffers are called. After the last recorded backward the
 record is pickled and the process exits (the rest of the run cannot change what was recorded).
 
-``wp.ScopedCapture`` is replaced by an eager stand-in whose ``graph`` is ``None``: on the CPU a
-capture records the work without running it, and every program here falls back to eager calls
-when it has no graph.
+A backward inside a ``wp.ScopedCapture`` block runs nothing (on the CPU too, a capture only records
+work into a graph): it is recorded after each ``wp.capture_launch`` of that graph, when the graph
+has run it. The program keeps its own capture semantics.
 """
 
 from __future__ import annotations
@@ -31,20 +31,38 @@ def _install() -> None:
     limit = int(os.environ.get("MUTATE_BACKWARDS", "4"))
     records: list[dict] = []
 
-    class EagerCapture:
-        """``wp.ScopedCapture`` that runs its body eagerly and captures nothing."""
+    # A backward inside ``wp.ScopedCapture`` only records work into a graph (on the CPU too); it is
+    # recorded when ``wp.capture_launch`` of that graph has run it.
+    capture = {"open": None}
+    graphs: dict[int, list] = {}
+    scoped_capture, capture_launch = wp.ScopedCapture, wp.capture_launch
 
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            self.graph = None
-            self.active = False
+    class RecordingCapture(scoped_capture):
+        """``wp.ScopedCapture`` that remembers which backwards its graph contains."""
 
-        def __enter__(self) -> EagerCapture:
-            return self
+        def __enter__(self) -> RecordingCapture:
+            capture["open"] = []
+            try:
+                return super().__enter__()
+            except BaseException:
+                capture["open"] = None
+                raise
 
         def __exit__(self, *exc: object) -> None:
-            return None
+            try:
+                super().__exit__(*exc)
+            finally:
+                pending, capture["open"] = capture["open"], None
+                if self.graph is not None:
+                    graphs[id(self.graph)] = pending
 
-    wp.ScopedCapture = EagerCapture
+    def launch_graph(graph: object, *args: object, **kwargs: object) -> None:
+        capture_launch(graph, *args, **kwargs)
+        for tape, seeds in graphs.get(id(graph), []):
+            note(tape, seeds)
+
+    wp.ScopedCapture = RecordingCapture
+    wp.capture_launch = launch_graph
 
     def arrays_in(value: object, out: list) -> None:
         if isinstance(value, wp.array):
@@ -85,21 +103,27 @@ def _install() -> None:
         with open(RECORD, "wb") as f:
             pickle.dump(records, f)
 
-    original = wp.Tape.backward
-
-    def backward(self: wp.Tape, loss: wp.array | None = None, grads: dict | None = None) -> None:
-        original(self, loss=loss, grads=grads)
+    def note(tape: wp.Tape, seeds: list) -> None:
         if len(records) >= limit:
             return
         wp.synchronize()
-        seeds = [loss] if loss is not None else list(grads or {})
         values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in seeds]
-        records.append({"loss": values, "leaves": leaves(self, seeds)})
+        records.append({"loss": values, "leaves": leaves(tape, seeds)})
         dump()
         if len(records) >= limit:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+    original = wp.Tape.backward
+
+    def backward(self: wp.Tape, loss: wp.array | None = None, grads: dict | None = None) -> None:
+        original(self, loss=loss, grads=grads)
+        seeds = [loss] if loss is not None else list(grads or {})
+        if capture["open"] is not None:
+            capture["open"].append((self, seeds))
+        else:
+            note(self, seeds)
 
     wp.Tape.backward = backward
     dump()
