@@ -318,3 +318,39 @@ def test_recorder_sees_loss_and_leaf_gradients_of_each_backward(tmp_path: Path) 
     assert grads0[0].tolist() == [2.0, 4.0, 6.0]
     assert grads1[0].tolist() == [4.0, 8.0, 12.0]
     assert "differs" in bench.compare(got[:1] + got[:1], got)
+
+
+CAPTURED = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def square(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with wp.ScopedCapture() as capture:
+        with tape:
+            wp.launch(square, dim=3, inputs=[x], outputs=[loss])
+        tape.backward(loss)
+    assert not x.grad.numpy().any()  # capturing ran nothing
+    x.assign([2.0, 2.0, 2.0])
+    wp.capture_launch(capture.graph)
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_records_a_captured_backward_when_its_graph_runs(tmp_path: Path) -> None:
+    (tmp_path / "captured.py").write_text(CAPTURED)
+    got, why = bench.run_recorded(tmp_path, bench.Program("captured", tmp_path / "captured.py", ()), timeout=300)
+    assert got is not None, why
+    assert len(got) == 1
+    assert got[0]["loss"][0].tolist() == [12.0]
+    (grads,) = got[0]["leaves"].values()
+    assert grads[0].tolist() == [4.0, 4.0, 4.0]
