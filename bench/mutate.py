@@ -360,13 +360,13 @@ class Bench:
             score_static(outcome, mutant, folder, program, original, self.opts.timeout)
         return outcome
 
-    def rescore_static(self, outcomes: list[Outcome]) -> None:
+    def rescore_static(self, outcomes: list[Outcome], only: set[str] | None) -> None:
         """Add the static-apply score to the kept mutants of an earlier run (same scratch folder)."""
         programs = {p.name: p for p in PROGRAMS}
         ops = {op.name: op for op in OPERATORS}
         for o in outcomes:
             self.outcomes.append(o)
-            if o.status != "kept" or o.static_detail:
+            if o.status != "kept" or o.static_detail or (only is not None and o.program not in only):
                 continue
             program = programs[o.program]
             with (self.scratch / o.program / "original-1" / "record.pkl").open("rb") as f:
@@ -487,7 +487,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--scratch", default="/tmp/warpfix-mutate", help="scratch folder for copies and mutants")
     p.add_argument("--from-json", nargs="+", metavar="FILE", help="print the tables of earlier --json runs, run nothing")
     p.add_argument("--rescore-static", metavar="FILE",
-                   help="add the plain-apply score to the kept mutants of an earlier --json run (same --scratch)")
+                   help="add the plain-apply score to the kept mutants of an earlier --json run (same --scratch; "
+                   "--programs limits it)")
     return p.parse_args(argv)
 
 
@@ -515,7 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = json.loads(Path(opts.rescore_static).read_text())
         bench.sites = {tuple(k.split("/", 1)): n for k, n in data["sites"].items()}  # type: ignore[misc]
         bench.skipped = data["skipped"]
-        bench.rescore_static([Outcome(**o) for o in data["outcomes"]])
+        only = set(opts.programs.split(",")) if opts.programs else None
+        bench.rescore_static([Outcome(**o) for o in data["outcomes"]], only)
         bench.save()
         return 0
     if opts.from_json:
