@@ -11,7 +11,8 @@ record is pickled and the process exits (the rest of the run cannot change what 
 
 A backward inside a ``wp.ScopedCapture`` block runs nothing (on the CPU too, a capture only records
 work into a graph): it is recorded after each ``wp.capture_launch`` of that graph, when the graph
-has run it. The program keeps its own capture semantics.
+has run it, its leaves keyed by their contents before the launch. The program keeps its own
+capture semantics.
 """
 
 from __future__ import annotations
@@ -57,9 +58,13 @@ def _install() -> None:
                     graphs[id(self.graph)] = pending
 
     def launch_graph(graph: object, *args: object, **kwargs: object) -> None:
+        # leaves are keyed by their contents before the graph runs: work the graph does after its
+        # backward (an optimizer step moved there) must not change which leaf is which
+        pending = [(tape, seeds, {id(a): key(a) for a in candidates(tape, seeds)}) for tape, seeds in
+                   graphs.get(id(graph), [])]
         capture_launch(graph, *args, **kwargs)
-        for tape, seeds in graphs.get(id(graph), []):
-            note(tape, seeds)
+        for tape, seeds, keys in pending:
+            note(tape, seeds, keys)
 
     wp.ScopedCapture = RecordingCapture
     wp.capture_launch = launch_graph
@@ -79,7 +84,8 @@ def _install() -> None:
         digest = hashlib.sha1(f"{arr.dtype}{arr.shape}".encode() + data.tobytes()).hexdigest()
         return digest[:16]
 
-    def leaves(tape: wp.Tape, seeds: list) -> dict[str, list[np.ndarray]]:
+    def candidates(tape: wp.Tape, seeds: list) -> list:
+        """The tape's leaves: read by a recorded launch, never listed as an output, not a seed."""
         read: list = []
         written: set[int] = {id(a) for a in seeds}
         for launch in tape.launches:
@@ -90,25 +96,32 @@ def _install() -> None:
             arrays_in(launch[4], outs)
             written.update(id(a) for a in outs)
         seen: set[int] = set()
-        found: dict[str, list[np.ndarray]] = {}
+        out = []
         for arr in read:
             if id(arr) in seen or id(arr) in written or not arr.requires_grad or arr.grad is None:
                 continue
             seen.add(id(arr))
+            out.append(arr)
+        return out
+
+    def leaves(tape: wp.Tape, seeds: list, keys: dict[int, str] | None) -> dict[str, list[np.ndarray]]:
+        found: dict[str, list[np.ndarray]] = {}
+        for arr in candidates(tape, seeds):
             grad = np.array(arr.grad.numpy(), dtype=np.float64).reshape(-1)
-            found.setdefault(key(arr), []).append(grad)
+            name = keys.get(id(arr)) if keys is not None else None
+            found.setdefault(name or key(arr), []).append(grad)
         return found
 
     def dump() -> None:
         with open(RECORD, "wb") as f:
             pickle.dump(records, f)
 
-    def note(tape: wp.Tape, seeds: list) -> None:
+    def note(tape: wp.Tape, seeds: list, keys: dict[int, str] | None = None) -> None:
         if len(records) >= limit:
             return
         wp.synchronize()
         values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in seeds]
-        records.append({"loss": values, "leaves": leaves(tape, seeds)})
+        records.append({"loss": values, "leaves": leaves(tape, seeds, keys)})
         dump()
         if len(records) >= limit:
             sys.stdout.flush()
