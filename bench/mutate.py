@@ -24,6 +24,10 @@ Table columns: sites (all programs), tried (mutants run), kept (gradient changed
 check (right rule, error, within 2 lines), fixed (apply --check), bad-keep (apply --check kept an
 edit the recorder rejects), static (plain apply's edit reproduces the original's gradients).
 Then the misses grouped by cause, with what check said and why apply failed.
+
+Not planted: WF601 (a per-frame tape needs a per-frame loss, which no rewrite of these programs
+adds without changing their forward); WF801 has an operator but none of the programs has a
+``@wp.func_grad``.
 """
 
 from __future__ import annotations
