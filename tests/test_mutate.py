@@ -1,0 +1,356 @@
+"""bench/mutate.py: each mutation operator plants its bug at the intended place and the mutant parses;
+the judge compares recorded losses and gradients.
+
+Fast, except the one slow test that runs a tiny Warp program under the gradient recorder.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import mutate as bench  # noqa: E402
+from bench.mutants import operators as ops  # noqa: E402
+from bench.mutants.operators import BY_NAME, Mutant, TapedScope  # noqa: E402
+
+PROGRAM = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    @wp.func
+    def dist(d: wp.vec3):
+        return wp.length(d)
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), k: float, y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * k
+
+
+    @wp.kernel
+    def loss_kernel(p: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+        loss[0] = dist(p[0])
+
+
+    @wp.kernel
+    def untaped(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] = x[i] - g[i] * 0.1
+
+
+    class Sim:
+        def __init__(self, n):
+            self.states = [make_state() for _ in range(n + 1)]
+            self.x = wp.zeros(4, dtype=float, requires_grad=True)
+            self.y = wp.zeros(4, dtype=float, requires_grad=True)
+            self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+            self.tape = wp.Tape()
+
+        def simulate(self, n):
+            for t in range(n):
+                self.solver.step(self.states[t], self.states[t + 1], self.dt)
+            wp.launch(scale, dim=4, inputs=[self.x, 2.0], outputs=[self.y])
+            wp.launch(loss_kernel, dim=1, inputs=[self.states[-1].q, self.loss])
+
+        def train(self, n):
+            for _ in range(3):
+                with self.tape:
+                    self.simulate(n)
+                self.tape.backward(self.loss)
+                wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])
+                self.tape.zero()
+    '''
+)
+
+FUNC_GRAD = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    @wp.func
+    def f(x: float):
+        return x * x
+
+
+    @wp.func_grad(f)
+    def adj_f(x: float, adj_ret: float):
+        wp.adjoint[x] += 2.0 * x * adj_ret
+    '''
+)
+
+
+LAUNCH = "        wp.launch(scale, dim=4, inputs=[self.x, 2.0], outputs=[self.y])\n"
+REBIND = PROGRAM.replace(LAUNCH, LAUNCH + "        self.x = self.y\n")
+
+
+METHODS = textwrap.dedent(
+    '''\
+    import warp as wp
+
+
+    class Example:
+        def forward_backward(self):
+            self.tape = wp.Tape()
+            with self.tape:
+                self.forward()
+            self.tape.backward(self.loss)
+
+        def step(self):
+            if self.graph:
+                wp.capture_launch(self.graph)
+            else:
+                self.forward_backward()
+            x = self.states[0].qd
+            wp.launch(step_kernel, dim=len(x), inputs=[x, x.grad, self.rate])
+            self.tape.zero()
+    '''
+)
+
+
+def mutant(name: str, site: int = 0, source: str = PROGRAM) -> Mutant:
+    result = BY_NAME[name].mutate(source, site)
+    assert result is not None
+    ast.parse(result.code)  # still valid Python
+    return result
+
+
+def line(m: Mutant) -> str:
+    return m.code.splitlines()[m.line - 1].strip()
+
+
+def test_taped_scope_follows_methods_and_kernels() -> None:
+    import libcst as cst
+
+    scope = TapedScope(cst.parse_module(PROGRAM))
+    assert scope.taped_functions == {"simulate"}
+    assert scope.taped_kernels == {"scale", "loss_kernel", "dist"}
+
+
+def test_alias_step_feeds_the_input_state_as_output() -> None:
+    m = mutant("alias-step")
+    assert line(m) == "self.solver.step(self.states[t], self.states[t], self.dt)"
+    assert BY_NAME["alias-step"].count(PROGRAM) == 1
+
+
+def test_list_alias_builds_one_shared_buffer() -> None:
+    m = mutant("list-alias")
+    assert line(m) == "self.states = [make_state()] * (n + 1)"
+
+
+def test_drop_zero_removes_the_tape_zero_and_anchors_at_the_backward() -> None:
+    m = mutant("drop-zero")
+    assert "self.tape.zero()" not in m.code
+    backward = next(n for n, t in enumerate(m.code.splitlines(), 1) if "backward(" in t)
+    assert backward in m.anchors
+    assert BY_NAME["drop-zero"].count(PROGRAM) == 1
+
+
+def test_inplace_mul_splits_a_product_into_an_inplace_multiply() -> None:
+    m = mutant("inplace-mul")
+    lines = m.code.splitlines()
+    assert line(m) == "y[i] *= k"
+    assert lines[m.line - 2].strip() == "y[i] = x[i]"
+    # the update kernel launched outside the tape is not a site
+    assert BY_NAME["inplace-mul"].count(PROGRAM) == 1
+
+
+def test_kernel_rmw_writes_the_result_back_into_the_input_element() -> None:
+    m = mutant("kernel-rmw")
+    assert line(m) == "x[i] = y[i]"
+    assert m.code.splitlines()[m.line - 2].strip() == "y[i] = x[i] * k"
+    # loss[0] = dist(p[0]): p holds vec3, loss floats, no site; the untaped update kernel is no site
+    assert BY_NAME["kernel-rmw"].count(PROGRAM) == 1
+
+
+def test_drop_requires_grad_removes_only_the_flag() -> None:
+    m = mutant("drop-requires-grad", 1)
+    assert line(m) == "self.y = wp.zeros(4, dtype=float)"
+    assert BY_NAME["drop-requires-grad"].count(PROGRAM) == 3
+
+
+def test_retain_grad_is_added_to_a_requires_grad_allocation() -> None:
+    m = mutant("retain-grad")
+    assert line(m) == "self.x = wp.zeros(4, dtype=float, requires_grad=True, retain_grad=True)"
+
+
+def test_step_in_tape_moves_the_optimizer_launch_into_the_tape() -> None:
+    m = mutant("step-in-tape")
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])"
+    assert lines[m.line - 2].strip() == "self.simulate(n)"  # last statement of the with body
+    assert m.code.count("wp.launch(untaped") == 1
+
+
+def test_step_into_taped_method_moves_the_update_before_the_backward() -> None:
+    m = mutant("step-into-taped-method", source=METHODS)
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(step_kernel, dim=len(self.states[0].qd), inputs=[self.states[0].qd, self.states[0].qd.grad, self.rate])"
+    assert lines[m.line - 2].strip() == "self.forward()"
+    assert lines[m.line].strip() == "self.tape.backward(self.loss)"
+    assert m.code.count("wp.launch(step_kernel") == 1
+    assert BY_NAME["step-into-taped-method"].count(PROGRAM) == 0  # the tape and the update share one method
+
+
+def test_write_before_backward_moves_the_write_between_tape_and_backward() -> None:
+    m = mutant("write-before-backward")
+    lines = m.code.splitlines()
+    assert line(m) == "wp.launch(untaped, dim=4, inputs=[self.x, self.x.grad])"
+    assert lines[m.line].strip() == "self.tape.backward(self.loss)"
+
+
+def test_zero_read_zeroes_an_input_after_its_taped_launch() -> None:
+    m = mutant("zero-read")
+    assert line(m) == "self.x.zero_()"
+    assert "scale" in m.code.splitlines()[m.line - 2]
+    # inputs of the launches in simulate (not .grad, not the constant): x, states[-1].q, loss
+    assert BY_NAME["zero-read"].count(PROGRAM) == 3
+
+
+def test_duplicate_launch_repeats_a_taped_launch() -> None:
+    m = mutant("duplicate-launch")
+    lines = m.code.splitlines()
+    assert lines[m.line - 1] == lines[m.line - 2]
+    assert "wp.launch(scale" in line(m)
+    assert BY_NAME["duplicate-launch"].count(PROGRAM) == 2  # not the untaped update
+
+
+def test_sqrt_dot_replaces_length_in_a_taped_func() -> None:
+    m = mutant("sqrt-dot")
+    assert line(m) == "return wp.sqrt(wp.dot(d, d))"
+
+
+def test_copy_writeback_turns_a_rebinding_into_a_copy() -> None:
+    assert REBIND != PROGRAM
+    m = mutant("copy-writeback", source=REBIND)
+    assert line(m) == "wp.copy(self.x, self.y)"
+
+
+def test_adjoint_assign_overwrites_the_adjoint() -> None:
+    m = mutant("adjoint-assign", source=FUNC_GRAD)
+    assert line(m) == "wp.adjoint[x] = 2.0 * x * adj_ret"
+    assert BY_NAME["adjoint-assign"].count(PROGRAM) == 0
+
+
+@pytest.mark.parametrize("op", ops.OPERATORS, ids=lambda op: op.name)
+def test_every_operator_keeps_the_rest_of_the_file(op: ops.Operator) -> None:
+    """Only the planted lines change: every other line of the file survives in order."""
+    import difflib
+
+    source = {"adjoint-assign": FUNC_GRAD, "copy-writeback": REBIND, "step-into-taped-method": METHODS}.get(
+        op.name, PROGRAM
+    )
+    assert op.count(source) >= 1
+    for site in range(op.count(source)):
+        m = op.mutate(source, site)
+        assert m is not None
+        ast.parse(m.code)
+        ratio = difflib.SequenceMatcher(a=source.splitlines(), b=m.code.splitlines()).ratio()
+        assert ratio > 0.9
+    assert op.mutate(source, op.count(source)) is None
+
+
+# --- the benchmark's judge: recorded losses and leaf gradients ---------------------------------
+
+
+def record(grad: list[float], loss: float = 1.0, key: str = "k") -> list[dict]:
+    return [{"loss": [np.array([loss])], "leaves": {key: [np.array(grad)]}}]
+
+
+def test_compare_accepts_the_same_gradient_and_reports_a_different_one() -> None:
+    want = record([1.0, -2.0, 3.0])
+    assert bench.compare(want, record([1.0, -2.0, 3.0 + 1e-7])) == ""
+    assert "differs" in bench.compare(want, record([1.0, -2.0, 3.5]))
+    assert "missing" in bench.compare(want, record([1.0, -2.0, 3.0], key="other"))
+    assert "backwards" in bench.compare(want, want + want)
+
+
+def test_first_loss_must_be_bit_identical() -> None:
+    assert bench.first_loss_equal(record([0.0], loss=0.1), record([5.0], loss=0.1))
+    assert not bench.first_loss_equal(record([0.0], loss=0.1), record([0.0], loss=0.1 + 1e-15))
+
+
+TINY = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def square(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True)
+    for _ in range(2):
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=3, inputs=[x], outputs=[loss])
+        tape.backward(loss)
+        # no tape.zero(): the second gradient is the sum of both
+    print(x.grad.numpy())
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_sees_loss_and_leaf_gradients_of_each_backward(tmp_path: Path) -> None:
+    (tmp_path / "tiny.py").write_text(TINY)
+    program = bench.Program("tiny", tmp_path / "tiny.py", ())
+    got, why = bench.run_recorded(tmp_path, program, timeout=300)
+    assert got is not None, why
+    assert len(got) == 2
+    assert got[0]["loss"][0].tolist() == [14.0]
+    # x is the only leaf (loss is the seed, not a leaf); the missing zero doubles its gradient
+    assert list(got[0]["leaves"]) == list(got[1]["leaves"])
+    (grads0,) = got[0]["leaves"].values()
+    (grads1,) = got[1]["leaves"].values()
+    assert grads0[0].tolist() == [2.0, 4.0, 6.0]
+    assert grads1[0].tolist() == [4.0, 8.0, 12.0]
+    assert "differs" in bench.compare(got[:1] + got[:1], got)
+
+
+CAPTURED = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def square(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with wp.ScopedCapture() as capture:
+        with tape:
+            wp.launch(square, dim=3, inputs=[x], outputs=[loss])
+        tape.backward(loss)
+    assert not x.grad.numpy().any()  # capturing ran nothing
+    x.assign([2.0, 2.0, 2.0])
+    wp.capture_launch(capture.graph)
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_records_a_captured_backward_when_its_graph_runs(tmp_path: Path) -> None:
+    (tmp_path / "captured.py").write_text(CAPTURED)
+    got, why = bench.run_recorded(tmp_path, bench.Program("captured", tmp_path / "captured.py", ()), timeout=300)
+    assert got is not None, why
+    assert len(got) == 1
+    assert got[0]["loss"][0].tolist() == [12.0]
+    (grads,) = got[0]["leaves"].values()
+    assert grads[0].tolist() == [4.0, 4.0, 4.0]
