@@ -264,11 +264,22 @@ class _Sensitivity:
         return taint
 
 
+_SENSITIVE: dict[int, tuple[KernelDef, set[str]]] = {}  # id(kd) -> (kd, params): a library kernel is met per call
+
+
 def value_sensitive_params(kd: KernelDef) -> set[str]:
     """Array parameters (and struct fields) whose read values the kernel's adjoint depends on."""
+    hit = _SENSITIVE.get(id(kd))
+    if hit is not None and hit[0] is kd:
+        return hit[1]
     if not isinstance(kd.node, ast.FunctionDef):
-        return set(value_read_params(kd))
-    return _Sensitivity(kd).run() & value_read_params(kd)
+        out = set(value_read_params(kd))
+    else:
+        out = _Sensitivity(kd).run() & value_read_params(kd)
+    if len(_SENSITIVE) > 20_000:
+        _SENSITIVE.clear()
+    _SENSITIVE[id(kd)] = (kd, out)
+    return out
 
 
 def overwritten_params(kd: KernelDef) -> set[str]:
