@@ -59,6 +59,10 @@ class Val:
     lib_cls: tuple[SourceFile, ast.ClassDef] | None = None  # an instance of an installed library's class
     external: bool = False  # returned by a library call: never guessed to be a project object
     bound_attrs: set[str] = field(default_factory=set)  # library object: attributes its constructor bound
+    # made by a library call given ``requires_grad=True`` (``builder.finalize(requires_grad=True)``), or
+    # by a method of such an object (``model.state()``): its arrays carry gradients
+    grad_enabled: bool = False
+    aliased_by: list[Event] = field(default_factory=list)  # ``[x] * n`` rebind events that cover this value
 
 
 class _Return(Exception):
@@ -79,6 +83,7 @@ class _Frame:
     locals: dict[str, Val]
     self_val: Val | None = None
     returned: Val | None = None
+    fn: ast.FunctionDef | None = None  # the function being run (``super()`` starts above its class)
 
 
 class HostInterpreter:
@@ -130,7 +135,9 @@ class HostInterpreter:
 
     def buffer(self, v: Val) -> Buffer:
         if v.buf is None:
-            v.buf = Buffer(v.id, v.label)
+            v.buf = Buffer(v.id, v.label, requires_grad=True if v.grad_enabled else None)
+            for ev in v.aliased_by:
+                ev.reads.append(v.buf)
             if v.kind == "unknown":
                 v.kind = "array"
         return v.buf
@@ -150,7 +157,8 @@ class HostInterpreter:
             elif obj.kind == "lib":
                 child = self.new(f"{obj.label}.{name}", "lib", value=f"{obj.value}.{name}")
             else:
-                child = self.new(f"{obj.label}.{name}")
+                child = self.new(f"{obj.label}.{name}", external=obj.external, grad_enabled=obj.grad_enabled,
+                                 aliased_by=list(obj.aliased_by))
                 if name == "grad" and obj.kind in ("array", "unknown"):
                     child.kind = "array"
                     child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
@@ -336,7 +344,7 @@ class HostInterpreter:
     def run_function(self, src: SourceFile, fn: ast.FunctionDef) -> Trace:
         """A top-level function no module body reached: its parameters are unknown values."""
         self.reset()
-        frame = _Frame(src, {})
+        frame = _Frame(src, {}, fn=fn)
         self.bind_unknown_params(fn, frame, skip_self=False)
         self.run_body(fn, frame)
         return Trace(f"{src.path}:{fn.name}", src.path, self.events, self.loops)
@@ -359,7 +367,7 @@ class HostInterpreter:
         for fn in methods:
             self.events, self.loops, self.steps = list(setup), dict(setup_loops), steps
             self.tapes, self.loop_stack, self.branch_stack, self.call_stack = [], [], [], []
-            frame = _Frame(src, {}, self_val=self_val)
+            frame = _Frame(src, {}, self_val=self_val, fn=fn)
             if not _is_static(fn) and (fn.args.posonlyargs or fn.args.args):
                 first = (fn.args.posonlyargs or fn.args.args)[0].arg
                 frame.locals[first] = self_val
@@ -652,6 +660,14 @@ class HostInterpreter:
 
     def with_stmt(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> None:
         src = frame.src
+        if any(isinstance(i.context_expr, ast.Call) and src.is_warp(i.context_expr.func, "ScopedCapture")
+               for i in s.items):
+            # a graph capture records its body without running it (on CUDA and on the CPU): the work runs
+            # at ``wp.capture_launch``, which programs pair with an eager fallback the model follows
+            for item in s.items:
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
+            return
         scopes: list[TapeScope] = []
         for item in s.items:
             v = self.eval(item.context_expr, frame)
@@ -772,7 +788,10 @@ class HostInterpreter:
                     return self.new(_text(e), "int", value=r)
             if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
                 v = self.new("list", "list")
-                v.items = _SameItem(left.items["0"])  # type: ignore[assignment]
+                only = left.items["0"]
+                v.items = _SameItem(only)  # type: ignore[assignment]
+                if only.kind in ("array", "object", "unknown") and isinstance(e.left, (ast.List, ast.Tuple)):
+                    self.repeat_alias(only, e, src)
                 return v
             return self.new(_text(e))
         if isinstance(e, ast.UnaryOp):
@@ -798,6 +817,22 @@ class HostInterpreter:
         if isinstance(e, ast.Starred):
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
+
+    def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
+        """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
+        including the attributes of ``x`` first used later (``states[t].particle_q``)."""
+        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(e.left.elts[0]),  # type: ignore[attr-defined]
+                                                 "repeat": True})
+        todo, seen = [only], set()
+        while todo:
+            v = todo.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            v.aliased_by.append(ev)
+            if v.buf is not None:
+                ev.reads.append(v.buf)
+            todo.extend(v.attrs.values())
 
     def list_slice(self, base: Val, sl: ast.Slice, frame: _Frame) -> Val | None:
         """``xs[a:b]`` of a list with int bounds: a new list sharing the same element values."""
@@ -877,6 +912,13 @@ class HostInterpreter:
                       names={grad.id: _text(recv_node)}, detail={"owner": self.buffer(owner).id,
                                                                        "method": name})
             return self.new("None", "const")
+        if _is_super(recv_node) and frame.self_val is not None and frame.fn is not None:
+            found = self.super_method(frame, name)
+            if found is not None:
+                args = [self.eval(a, frame) for a in e.args]
+                kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+                return self.inline(found[0], found[1], [frame.self_val, *args], kwargs, e, caller_src=src,
+                                   bound_self=True)
         recv = self.eval(recv_node, frame)
         if recv.kind == "lib" and isinstance(recv.value, str):
             return self.library_call(f"{recv.value}.{name}", e, frame)
@@ -948,7 +990,10 @@ class HostInterpreter:
                 recv.kind = "object"
                 recv.cls = (csrc, cnode)
                 return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
-        return self.opaque_call(e, args, kwargs, src)
+        out = self.opaque_call(e, args, kwargs, src)
+        if recv.external:  # a method of something a library made (``model.state()``)
+            out.external, out.grad_enabled = True, recv.grad_enabled or _asks_for_grad(e)
+        return out
 
     def find_method(self, cls: tuple[SourceFile, ast.ClassDef], name: str,
                     depth: int = 0) -> tuple[SourceFile, ast.FunctionDef] | None:
@@ -974,6 +1019,26 @@ class HostInterpreter:
                     return hit
         return None
 
+    def super_method(self, frame: _Frame, name: str) -> tuple[SourceFile, ast.FunctionDef] | None:
+        """``super().name``: ``name`` in the bases of the class that defines the running method."""
+        cls = frame.src.parents.get(id(frame.fn))
+        if not isinstance(cls, ast.ClassDef):
+            return None
+        for base in cls.bases:
+            saved = self.events
+            self.events = []
+            try:
+                bv = self.eval(base, _Frame(frame.src, self.module_globals(frame.src)))
+            except (_Return, _Budget, _CallBudget, RecursionError):
+                continue
+            finally:
+                self.events = saved
+            if bv.kind == "class" and bv.cls is not None:
+                hit = self.find_method(bv.cls, name)
+                if hit is not None:
+                    return hit
+        return None
+
     # ------------------------------------------------------------------ installed libraries
     def library_call(self, dotted: str, e: ast.Call, frame: _Frame) -> Val:
         """A call of a function or class of an installed package: replay the function's effect summary;
@@ -984,8 +1049,10 @@ class HostInterpreter:
         assert self.library is not None
         target = self.library.resolve(dotted)
         label = dotted.rpartition(".")[2]
+        grad = _asks_for_grad(e)
         if target is not None and target[0] == "class" and isinstance(target[2], ast.ClassDef):
-            obj = self.new(label + "()", "object", fresh=True, lib_cls=(target[1], target[2]), external=True)
+            obj = self.new(label + "()", "object", fresh=True, lib_cls=(target[1], target[2]), external=True,
+                           grad_enabled=grad)
             found = library_interpreter(self.library).find_method(obj.lib_cls, "__init__")  # type: ignore[arg-type]
             if found is not None:
                 summary = self.library.summary(found[0], found[1], f"{dotted}.__init__", is_method=True)
@@ -996,23 +1063,28 @@ class HostInterpreter:
             summary = self.library.summary(target[1], target[2], dotted, is_method=False)
             if summary is not None:
                 texts = [_text(a) for a in e.args]
-                return self.apply_summary(summary, args, texts, kwargs, e, frame)
+                out = self.apply_summary(summary, args, texts, kwargs, e, frame)
+                out.grad_enabled = grad
+                return out
         self.opaque_call(e, args, kwargs, src)
-        return self.new(label + "()", external=True)
+        return self.new(label + "()", external=True, grad_enabled=grad)
 
     def library_method(self, recv: Val, name: str, e: ast.Call, frame: _Frame) -> Val:
         assert self.library is not None and recv.lib_cls is not None and isinstance(e.func, ast.Attribute)
         args = [self.eval(a, frame) for a in e.args]
         kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
         found = library_interpreter(self.library).find_method(recv.lib_cls, name)
+        grad = recv.grad_enabled or _asks_for_grad(e)
         if found is not None and not _is_property(found[1]) and not _is_static(found[1]):
             qual = f"{found[0].module_name}.{recv.lib_cls[1].name}.{name}"
             summary = self.library.summary(found[0], found[1], qual, is_method=True)
             if summary is not None:
                 texts = [_text(e.func.value), *(_text(a) for a in e.args)]
-                return self.apply_summary(summary, [recv, *args], texts, kwargs, e, frame)
+                out = self.apply_summary(summary, [recv, *args], texts, kwargs, e, frame)
+                out.grad_enabled = grad
+                return out
         self.opaque_call(e, args, kwargs, frame.src)
-        return self.new(f"{recv.label}.{name}()", external=True)
+        return self.new(f"{recv.label}.{name}()", external=True, grad_enabled=grad)
 
     def apply_summary(self, summary: Summary, args: list[Val], texts: list[str], kwargs: dict[str, Val],
                       e: ast.Call, frame: _Frame) -> Val:
@@ -1029,7 +1101,7 @@ class HostInterpreter:
         fresh: dict[str, Val] = {}
         call_id = next(self.ids)
 
-        def resolve(path: str) -> tuple[Val, str] | None:
+        def resolve(path: str, any_kind: bool = False) -> tuple[Val, str] | None:
             if path.startswith("new:"):
                 v = fresh.get(path)
                 if v is None:
@@ -1046,14 +1118,14 @@ class HostInterpreter:
                     return None
                 v = self.attr(v, key) if kind == "attr" else self.item(v, key)
                 text = f"{text}.{key}" if kind == "attr" else f"{text}[{key}]"
-            if v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape", "list"):
+            if not any_kind and v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape", "list"):
                 return None
             return v, text
 
         receiver = args[0] if summary.qualname.endswith("__init__") or (args and args[0].lib_cls is not None) else None
         self_name = summary.params[0] if receiver is not None and summary.params else None
         for attr, path in summary.binds.items():
-            hit = resolve(path)
+            hit = resolve(path, any_kind=True)
             if receiver is not None and hit is not None:
                 receiver.attrs[attr] = hit[0]
                 receiver.bound_attrs.add(attr)
@@ -1087,6 +1159,8 @@ class HostInterpreter:
             writes: list[Buffer] = []
             accums: list[Buffer] = []
             binding: dict[str, Buffer] = {}
+            param_paths: dict[str, str] = {}
+            param_text: dict[str, str] = {}
             if kernel is not None:
                 for pname, path in op.binding.items():
                     facts = kernel.params.get(pname)
@@ -1094,6 +1168,8 @@ class HostInterpreter:
                     if b is None or facts is None or (facts.modified and private(path)):
                         continue
                     binding[pname] = b
+                    param_paths[pname] = path
+                    param_text[pname] = resolve(path)[1]  # type: ignore[index]
                     for lst, hit in ((reads, facts.read), (writes, facts.written), (accums, facts.accumulated)):
                         if hit and all(x.id != b.id for x in lst):
                             lst.append(b)
@@ -1109,41 +1185,52 @@ class HostInterpreter:
             self.emit(kind, e, src, reads=reads, writes=writes, accums=accums, names=names,  # type: ignore[arg-type]
                       kernel=kernel, binding=binding,
                       detail={"kernel": op.kernel_name or summary.qualname.rpartition(".")[2],
-                              "library": summary.qualname, "lib_call": call_id, "lib_paths": paths})
+                              "library": summary.qualname, "lib_call": call_id, "lib_paths": paths,
+                              "param_paths": param_paths, "param_text": param_text})
         if callbacks:
-            self.replay_callbacks(callbacks, resolve, bound, e, src)
+            self.replay_callbacks(callbacks, bound, e, src)
         return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
-    def replay_callbacks(self, callbacks: list[Op], resolve, bound: dict[str, tuple[Val, str]], e: ast.Call,
+    def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
                          src: SourceFile) -> None:
         """The library calls back into the project (``run(example)`` calls ``example.step()`` in a
         loop): run those methods, in a loop of their own when the library loops over them."""
-        in_loop = any(op.in_loop for op in callbacks)
-        loop_id = next(self.ids)
-        n_before = len(self.events)
-        for k in range(self.unroll_count() if in_loop else 1):
-            if in_loop:
-                self.loop_stack.append((loop_id, k))
-            try:
-                for op in callbacks:
-                    hit = bound.get(parse_path(op.binding.get("target", ""))[0])
-                    if hit is None:
-                        continue
-                    target = hit[0]
-                    if op.method and target.kind == "object" and target.cls is not None:
-                        found = self.find_method(target.cls, op.method)
-                        if found is not None and not _is_property(found[1]):
-                            self.inline(found[0], found[1], [target], {}, e, caller_src=src, bound_self=True)
-                    elif not op.method and target.kind == "func" and target.func is not None:
-                        bound_self = target.attrs.get("__self__")
-                        self.inline(target.func[0], target.func[1], [bound_self] if bound_self else [], {}, e,
-                                    caller_src=src, bound_self=bound_self is not None)
-            finally:
+        groups: list[list[Op]] = []  # consecutive callbacks with the same in_loop, in the library's order
+        for op in callbacks:
+            if groups and groups[-1][0].in_loop == op.in_loop:
+                groups[-1].append(op)
+            else:
+                groups.append([op])
+        for group in groups:
+            in_loop = group[0].in_loop
+            loop_id = next(self.ids)
+            n_before = len(self.events)
+            for k in range(self.unroll_count() if in_loop else 1):
                 if in_loop:
-                    self.loop_stack.pop()
-        if in_loop:
-            node = ast.copy_location(ast.While(test=ast.Constant(True), body=[ast.Expr(e)], orelse=[]), e)
-            self.record_loop(loop_id, node, src, None, n_before)
+                    self.loop_stack.append((loop_id, k))
+                try:
+                    for op in group:
+                        self.run_callback(op, bound, e, src)
+                finally:
+                    if in_loop:
+                        self.loop_stack.pop()
+            if in_loop:
+                node = ast.copy_location(ast.While(test=ast.Constant(True), body=[ast.Expr(e)], orelse=[]), e)
+                self.record_loop(loop_id, node, src, None, n_before)
+
+    def run_callback(self, op: Op, bound: dict[str, tuple[Val, str]], e: ast.Call, src: SourceFile) -> None:
+        hit = bound.get(parse_path(op.binding.get("target", ""))[0])
+        if hit is None:
+            return
+        target = hit[0]
+        if op.method and target.kind == "object" and target.cls is not None:
+            found = self.find_method(target.cls, op.method)
+            if found is not None and not _is_property(found[1]):
+                self.inline(found[0], found[1], [target], {}, e, caller_src=src, bound_self=True)
+        elif not op.method and target.kind == "func" and target.func is not None:
+            bound_self = target.attrs.get("__self__")
+            self.inline(target.func[0], target.func[1], [bound_self] if bound_self else [], {}, e,
+                        caller_src=src, bound_self=bound_self is not None)
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
                site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
@@ -1155,7 +1242,7 @@ class HostInterpreter:
         ):
             return self.new(fn.name + "()")
         self.inlined.add(id(fn))
-        frame = _Frame(fsrc, {})
+        frame = _Frame(fsrc, {}, fn=fn)
         params = [*fn.args.posonlyargs, *fn.args.args]
         defaults = fn.args.defaults
         n_no_default = len(params) - len(defaults)
@@ -1277,19 +1364,26 @@ class HostInterpreter:
             if k in kw:
                 self.eval(kw[k], frame)
         arg_nodes: list[ast.expr] = []
+        arg_vals: list[Val] = []
         n_inputs = 0
         for group_i, group in enumerate((in_node, out_node)):
             if group is None:
                 continue
             if isinstance(group, (ast.List, ast.Tuple)):
                 elts = list(group.elts)
+                arg_vals.extend(self.eval(a, frame) for a in elts)
+                arg_nodes.extend(elts)
             else:
                 elts = []
-                self.eval(group, frame)
-            arg_nodes.extend(elts)
+                gv = self.eval(group, frame)
+                if self.follow_all and gv.kind == "list" and gv.length is not None and gv.length <= 64:
+                    # a library's ``inputs=kernel_inputs`` list (the project's own launch sites stay literal:
+                    # codemods rewrite their argument expressions)
+                    elts = [group] * gv.length
+                    arg_vals.extend(self.item(gv, str(i)) for i in range(gv.length))
+                    arg_nodes.extend(elts)
             if group_i == 0:
                 n_inputs = len(elts)
-        arg_vals = [self.eval(a, frame) for a in arg_nodes]
         ev_reads: list[Buffer] = []
         ev_writes: list[Buffer] = []
         ev_accums: list[Buffer] = []
@@ -1457,7 +1551,7 @@ def summarize(index: LibraryIndex, src: SourceFile, fn: ast.FunctionDef, qualnam
     interp.reset()
     interp.modules.setdefault(src.module_name, src)
     interp.kernels_by_file.setdefault(src.path, index.kernels(src))
-    frame = _Frame(src, {})
+    frame = _Frame(src, {}, fn=fn)
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     roots: dict[str, Val] = {}
     for i, name in enumerate(params):
@@ -1606,6 +1700,15 @@ def _normalise_index(obj: Val, key: str) -> str:
     if obj.length is not None and key.startswith("-") and key[1:].isdigit() and 0 < int(key[1:]) <= obj.length:
         return str(obj.length - int(key[1:]))
     return key
+
+
+def _is_super(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def _asks_for_grad(e: ast.Call) -> bool:
+    """``requires_grad=True`` given literally."""
+    return any(k.arg == "requires_grad" and _truthy(k.value) for k in e.keywords)
 
 
 def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

@@ -377,7 +377,18 @@ class Touch:
 
     @property
     def name(self) -> str:
+        texts = self.event.detail.get("param_text")  # a library call: what the caller passed
+        if isinstance(texts, dict) and self.param in texts:
+            return texts[self.param]
         return self.event.name_of(self.buffer)
+
+    @property
+    def library_path(self) -> tuple[object, str] | None:
+        """(library call, path from its parameters) when a library call made this access."""
+        paths = self.event.detail.get("param_paths")
+        if isinstance(paths, dict) and self.param in paths:
+            return self.event.detail.get("lib_call"), paths[self.param]
+        return None
 
     def describe(self) -> str:
         ev = self.event
@@ -448,7 +459,10 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
             for tape in sorted(tape_ids(ev)):
                 earlier = live.get(tape, {}).get(buf.id)
                 if earlier is not None and earlier.event is not ev:
-                    out.append(Hazard(trace, earlier, Touch(ev, buf, param), pos))
+                    write = Touch(ev, buf, param)
+                    if earlier.library_path is not None and earlier.library_path == write.library_path:
+                        continue  # inside one library call, through one path: the library's own business
+                    out.append(Hazard(trace, earlier, write, pos))
                     break
     return out
 
@@ -969,6 +983,18 @@ for it in range(3):
             target = target if isinstance(target, str) else "?"
             source = source if isinstance(source, str) else alias.name_of(buf)
             read_name, write_name = hz.read.name, hz.write.name
+            if alias.detail.get("repeat"):
+                yield self.finding(
+                    alias.span,
+                    f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
+                    f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
+                    f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
+                    fix_safety=FixSafety.NONE,
+                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)",
+                    data={"repeat": True},
+                    related=(*_read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
+                )
+                continue
             yield self.finding(
                 alias.span,
                 f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
