@@ -13,6 +13,7 @@ from warpfix import __version__
 from warpfix.config import Config, selected
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
+from warpfix.model.taped import mark_taped
 from warpfix.rules import all_rules
 from warpfix.suppress import is_suppressed, suppressions
 
@@ -177,7 +178,7 @@ def run_rules(
             continue
     sup_cache: dict[str, dict] = {}
     out = []
-    for f in findings.values():
+    for f in mark_taped(project, findings.values()):
         src = project.files.get(f.path)
         if src is not None:
             table = sup_cache.setdefault(f.path, suppressions(src.text))

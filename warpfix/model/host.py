@@ -1648,10 +1648,6 @@ def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
         for fn in src.nodes_of(ast.FunctionDef):
             defs.setdefault(fn.name, []).append(id(fn))
             calls.setdefault(id(fn), set())
-        for cls in src.nodes_of(ast.ClassDef):  # calling a class runs its __init__
-            init = _find_method(cls, "__init__")
-            if init is not None:
-                defs.setdefault(cls.name, []).append(id(init))
         for node in src.nodes_of(ast.Call, ast.Attribute, ast.With):
             hit = False
             called: str | None = None
