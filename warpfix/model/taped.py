@@ -80,14 +80,20 @@ class TapedIndex:
         return None
 
     def taped(self, finding: Finding) -> bool:
-        kernel = self.kernel_at(finding.path, finding.line)
+        """The finding's own line is taped, or a line it relates to (the recorded read and overwrite of
+        a WF103 rebinding made between windows)."""
+        spans = [(finding.path, finding.line), *((sp.path, sp.line) for sp, _ in finding.related)]
+        return any(self._taped_at(path, line) for path, line in spans)
+
+    def _taped_at(self, path: str, line: int) -> bool:
+        kernel = self.kernel_at(path, line)
         if kernel is not None:
             if kernel.kind in ("func_grad", "func_replay") and kernel.target:
                 return any(name == kernel.target for _, name in self.taped_kernels)
             if kernel.kind == "struct":
                 return self.any_recorded
             return (kernel.path, kernel.name) in self.taped_kernels
-        hit = self.host_lines.get((finding.path, finding.line))
+        hit = self.host_lines.get((path, line))
         if hit is not None:
             return hit
         return self.any_recorded  # a statement the model did not trace: taped if any tape records

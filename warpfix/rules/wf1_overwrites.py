@@ -380,6 +380,9 @@ class Touch:
         texts = self.event.detail.get("param_text")  # a library call: what the caller passed
         if isinstance(texts, dict) and self.param in texts:
             return texts[self.param]
+        node = self.event.arg_nodes.get(self.param) if self.param is not None else None
+        if node is not None:  # one array passed twice (``[x] * n`` slots): the text of this argument
+            return ast.unparse(node)
         return self.event.name_of(self.buffer)
 
     @property
