@@ -92,7 +92,10 @@ _LINEAR_CALLS = {
     "spatial_bottom",
     "transform_get_translation",
 }
-_BILINEAR_CALLS = {"dot", "cross", "outer", "mul", "ddot", "spatial_dot", "spatial_cross"}
+_BILINEAR_CALLS = {"dot", "cross", "outer", "mul", "ddot", "spatial_dot", "spatial_cross", "tile_matmul"}
+# tile primitives whose adjoint needs no input values (moves, stores and linear transforms)
+_TILE_LINEAR = {"tile_load", "tile_store", "tile_atomic_add", "tile_fft", "tile_ifft", "tile_transpose",
+                "tile_broadcast", "tile_view", "tile_add", "tile_neg", "tile_zeros", "tile_ones"}
 
 
 class _Sensitivity:
@@ -244,14 +247,14 @@ class _Sensitivity:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         taint = set().union(*args) if args else set()
-        if name not in ("atomic_add", "atomic_sub", "len"):
+        if name not in ("atomic_add", "atomic_sub", "len", *_TILE_LINEAR):
             # a whole array handed to a function: assume the callee needs its values
             whole = {self.param_of(a) for a in [*e.args, *(k.value for k in e.keywords)]}
             self.mark({p for p in whole if p is not None})
         if name in ("atomic_add", "atomic_sub") and e.args:
             self.mark(set().union(*args[1:-1]) if len(args) > 2 else set())
             return set()
-        if name in _LINEAR_CALLS:
+        if name in _LINEAR_CALLS or name in _TILE_LINEAR:
             return taint
         if name in _BILINEAR_CALLS:
             tainted = [a for a in args if a]
