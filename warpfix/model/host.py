@@ -8,9 +8,12 @@ resolve to distinct items). Attribute and item assignment mutate the shared valu
 aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by construction.
 
 Project functions, methods and constructors are inlined with their arguments bound; loops
-run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into
-code outside the project are opaque: they read the arrays they receive and return fresh
-unknown values (never assumed to write: a guess there would only produce false alarms).
+run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into an
+installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
+the package's own source (:mod:`warpfix.model.library`): one event per library launch or copy, at
+the user's call site, with ``detail["library"]`` naming the function. Other calls outside the
+project are opaque: they read the arrays they receive and return fresh unknown values (never
+assumed to write: a guess there would only produce false alarms).
 """
 
 from __future__ import annotations
@@ -1004,6 +1007,15 @@ class HostInterpreter:
             return src, fn
         if depth > 8:
             return None
+        for base in self.bases(src, node):
+            hit = self.find_method(base, name, depth + 1)
+            if hit is not None:
+                return hit
+        return None
+
+    def bases(self, src: SourceFile, node: ast.ClassDef) -> list[tuple[SourceFile, ast.ClassDef]]:
+        """The class's base classes that the interpreter can resolve (project or library)."""
+        out = []
         for base in node.bases:
             saved = self.events
             self.events = []
@@ -1014,29 +1026,18 @@ class HostInterpreter:
             finally:
                 self.events = saved
             if bv.kind == "class" and bv.cls is not None and bv.cls[1] is not node:
-                hit = self.find_method(bv.cls, name, depth + 1)
-                if hit is not None:
-                    return hit
-        return None
+                out.append(bv.cls)
+        return out
 
     def super_method(self, frame: _Frame, name: str) -> tuple[SourceFile, ast.FunctionDef] | None:
         """``super().name``: ``name`` in the bases of the class that defines the running method."""
         cls = frame.src.parents.get(id(frame.fn))
         if not isinstance(cls, ast.ClassDef):
             return None
-        for base in cls.bases:
-            saved = self.events
-            self.events = []
-            try:
-                bv = self.eval(base, _Frame(frame.src, self.module_globals(frame.src)))
-            except (_Return, _Budget, _CallBudget, RecursionError):
-                continue
-            finally:
-                self.events = saved
-            if bv.kind == "class" and bv.cls is not None:
-                hit = self.find_method(bv.cls, name)
-                if hit is not None:
-                    return hit
+        for base in self.bases(frame.src, cls):
+            hit = self.find_method(base, name)
+            if hit is not None:
+                return hit
         return None
 
     # ------------------------------------------------------------------ installed libraries
