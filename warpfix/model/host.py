@@ -1061,7 +1061,7 @@ class HostInterpreter:
                     self.apply_summary(summary, [obj, *args], ["self", *(_text(a) for a in e.args)], kwargs, e, frame)
             return obj
         if target is not None and target[0] == "def" and isinstance(target[2], ast.FunctionDef):
-            summary = self.library.summary(target[1], target[2], dotted, is_method=False)
+            summary = self.library_summary(target[1], target[2], dotted, False, [*args, *kwargs.values()])
             if summary is not None:
                 texts = [_text(a) for a in e.args]
                 out = self.apply_summary(summary, args, texts, kwargs, e, frame)
@@ -1069,6 +1069,18 @@ class HostInterpreter:
                 return out
         self.opaque_call(e, args, kwargs, src)
         return self.new(label + "()", external=True, grad_enabled=grad)
+
+    def library_summary(self, src: SourceFile, fn: ast.FunctionDef, qualname: str, is_method: bool,
+                        args: list[Val]) -> Summary | None:
+        """The call's effect summary. Outside any tape, a call handed no array (model builders,
+        collision set-up) only matters for what the library calls back (a runner's ``example.step()``):
+        its array effects are not derived, which keeps a cold check fast."""
+        assert self.library is not None
+        if not self.tapes and not any(_holds_array(a) for a in args):
+            params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+            receiver = params[0] if is_method and params else None
+            return Summary(qualname, params, _callbacks(src, fn, [p for p in params if p != receiver]))
+        return self.library.summary(src, fn, qualname, is_method)
 
     def library_method(self, recv: Val, name: str, e: ast.Call, frame: _Frame) -> Val:
         assert self.library is not None and recv.lib_cls is not None and isinstance(e.func, ast.Attribute)
@@ -1078,7 +1090,7 @@ class HostInterpreter:
         grad = recv.grad_enabled or _asks_for_grad(e)
         if found is not None and not _is_property(found[1]) and not _is_static(found[1]):
             qual = f"{found[0].module_name}.{recv.lib_cls[1].name}.{name}"
-            summary = self.library.summary(found[0], found[1], qual, is_method=True)
+            summary = self.library_summary(found[0], found[1], qual, True, [*args, *kwargs.values()])
             if summary is not None:
                 texts = [_text(e.func.value), *(_text(a) for a in e.args)]
                 out = self.apply_summary(summary, [recv, *args], texts, kwargs, e, frame)
@@ -1725,6 +1737,13 @@ def _normalise_index(obj: Val, key: str) -> str:
     if obj.length is not None and key.startswith("-") and key[1:].isdigit() and 0 < int(key[1:]) <= obj.length:
         return str(obj.length - int(key[1:]))
     return key
+
+
+def _holds_array(v: Val) -> bool:
+    """An array, or a list/tuple holding one (an optimizer's ``step([x.grad])``)."""
+    if v.buf is not None:
+        return True
+    return v.kind == "list" and any(item.buf is not None for item in dict(v.items).values())
 
 
 def _is_super(node: ast.expr) -> bool:
