@@ -1483,6 +1483,7 @@ class _LibraryInterpreter(HostInterpreter):
         super().__init__({}, [], {})
         self.index = index
         self.follow_all = True
+        self.kernels_by_file = _LazyKernels(index)
 
     def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
         full = self.index.absolute(src, mod, level)
@@ -1492,12 +1493,28 @@ class _LibraryInterpreter(HostInterpreter):
             if hit is None:
                 return None
             self.modules[full] = hit
-            self.kernels_by_file[hit.path] = self.index.kernels(hit)
         return hit
 
     def class_of(self, src: SourceFile, fn: ast.FunctionDef) -> tuple[SourceFile, ast.ClassDef] | None:
         parent = src.parents.get(id(fn))
         return (src, parent) if isinstance(parent, ast.ClassDef) else None
+
+
+class _LazyKernels(dict):
+    """A library file's kernel facts, computed the first time a name of that file is resolved."""
+
+    def __init__(self, index: LibraryIndex) -> None:
+        super().__init__()
+        self.index = index
+
+    def get(self, path, default=None):  # type: ignore[override]
+        hit = super().get(path)
+        if hit is None:
+            src = self.index.parsed(path)
+            if src is None:
+                return default
+            hit = self[path] = self.index.kernels(src)
+        return hit
 
 
 def library_interpreter(index: LibraryIndex) -> _LibraryInterpreter:
@@ -1563,7 +1580,6 @@ def summarize(index: LibraryIndex, src: SourceFile, fn: ast.FunctionDef, qualnam
     interp = library_interpreter(index)
     interp.reset()
     interp.modules.setdefault(src.module_name, src)
-    interp.kernels_by_file.setdefault(src.path, index.kernels(src))
     frame = _Frame(src, {}, fn=fn)
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     roots: dict[str, Val] = {}

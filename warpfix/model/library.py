@@ -151,6 +151,10 @@ class LibraryIndex:
                 self._modules[path] = None
         return self._modules[path]
 
+    def parsed(self, path: str) -> SourceFile | None:
+        """A library file already loaded by :meth:`module`."""
+        return self._modules.get(path)
+
     def kernels(self, src: SourceFile) -> dict[str, KernelDef]:
         """The file's kernels, with the effects of ``@wp.func`` helpers it imports folded in."""
         hit = self._kernels.get(src.path)
@@ -158,8 +162,12 @@ class LibraryIndex:
             return hit
         own = list(find_kernels(src)) if src.warp else []
         helpers: list[KernelDef] = []
-        if any(k.calls for k in own):
-            for mod, level, _name, _as in src.project_imports:
+        called = {name for k in own for name, *_ in k.calls}
+        if called:
+            # only the modules that provide a called name (parsing every import would cascade)
+            for mod, level, name, asname in src.project_imports:
+                if name is None or (name != "*" and (asname or name) not in called):
+                    continue
                 other = self.module(self.absolute(src, mod, level))
                 if other is not None and other.path != src.path and other.warp:
                     helpers.extend(self._funcs(other))
