@@ -16,6 +16,7 @@ from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
+from warpfix.model.taped import mark_taped
 from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
 from warpfix.runtime_rules import RUNTIME_IDS
@@ -160,7 +161,7 @@ def run_rules(
                 findings.setdefault((f.rule, f.span), f)
         except RecursionError:  # pathological nesting: skip the rule for this project
             continue
-    reported = [f for f in findings.values() if config.enables(f.rule, f.path, select, ignore)]
+    reported = [f for f in mark_taped(project, findings.values()) if config.enables(f.rule, f.path, select, ignore)]
     reported = [f if f.fix.safety is FixSafety.NONE or config.for_path(f.path).fixes(f.rule)
                 else dataclasses.replace(f, fix=Fix(FixSafety.NONE, f.fix.description)) for f in reported]
 

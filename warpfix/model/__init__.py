@@ -12,6 +12,7 @@ from functools import cached_property
 from warpfix.model.facts import KernelDef, Trace
 from warpfix.model.host import HostInterpreter, iter_roots
 from warpfix.model.kernels import find_kernels, fold_func_calls
+from warpfix.model.library import LibraryIndex, shared_index
 from warpfix.model.source import SourceFile
 
 __all__ = ["Project", "SourceFile", "build_project", "module_name_for"]
@@ -32,6 +33,7 @@ class Project:
     files: dict[str, SourceFile]
     warp_version: tuple[int, ...] = (1, 19, 0)
     kernels: list[KernelDef] = field(default_factory=list)
+    library: LibraryIndex | None = None  # installed packages whose calls replay effect summaries
 
     @cached_property
     def _kernels_by_name(self) -> dict[str, list[KernelDef]]:
@@ -55,7 +57,7 @@ class Project:
         for src in self.files.values():
             by_module.setdefault(src.module_name, src)
             by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
-        interp = HostInterpreter(self.files, self.kernels, by_module)
+        interp = HostInterpreter(self.files, self.kernels, by_module, self.library)
         traces: list[Trace] = []
         # The interpreter allocates millions of small objects that stay alive in the traces; the
         # cyclic collector would rescan all of them again and again (minutes on large trees).
@@ -103,10 +105,13 @@ def _has_host_effects(text: str) -> bool:
     return any(word in text for word in ("launch", "Tape", "copy", "assign", "zero_", "fill_", "backward"))
 
 
-def build_project(files: dict[str, SourceFile], warp_version: tuple[int, ...] = (1, 19, 0)) -> Project:
+def build_project(files: dict[str, SourceFile], warp_version: tuple[int, ...] = (1, 19, 0),
+                  library: LibraryIndex | None = None) -> Project:
+    """The model of ``files``; calls into installed packages follow ``library`` (default: the
+    packages on this interpreter's search path)."""
     kernels: list[KernelDef] = []
     for src in files.values():
         if src.warp:
             kernels.extend(find_kernels(src))
     fold_func_calls(kernels)
-    return Project(files, warp_version, kernels)
+    return Project(files, warp_version, kernels, library if library is not None else shared_index())

@@ -124,7 +124,10 @@ class TapeScope:
 
 
 EventKind = Literal[
-    "launch",  # wp.launch of a project kernel (kernel is set) or an unknown kernel (kernel None)
+    "launch",  # wp.launch of a project kernel (kernel is set) or an unknown kernel (kernel None); also each
+    # launch a library call makes (kernel: the library's KernelDef; detail: "library", "lib_call" (one id per
+    # call), "param_paths" / "param_text" (kernel parameter -> path from the library function's parameters /
+    # the caller's expression for it))
     "copy",  # wp.copy(dst, src)
     "clone",  # x = wp.clone(src)  (writes the fresh buffer, reads src)
     "assign",  # dst.assign(src)

@@ -8,20 +8,25 @@ resolve to distinct items). Attribute and item assignment mutate the shared valu
 aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by construction.
 
 Project functions, methods and constructors are inlined with their arguments bound; loops
-run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into
-code outside the project are opaque: they read the arrays they receive and return fresh
-unknown values (never assumed to write: a guess there would only produce false alarms).
+run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into an
+installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
+the package's own source (:mod:`warpfix.model.library`): one event per library launch or copy, at
+the user's call site, with ``detail["library"]`` naming the function. Other calls outside the
+project are opaque: they read the arrays they receive and return fresh unknown values (never
+assumed to write: a guess there would only produce false alarms).
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
+from warpfix.model.library import LibraryIndex, Op, Summary, parse_path
 from warpfix.model.source import SourceFile
 
 MAX_DEPTH = 6  # inlining depth
@@ -54,6 +59,13 @@ class Val:
     fresh: bool = False  # produced by an allocation / constructor seen in the project
     length: int | None = None  # lists whose length is known (literals, appends, range(N) comprehensions)
     is_struct: bool = False  # an instance of a project @wp.struct
+    lib_cls: tuple[SourceFile, ast.ClassDef] | None = None  # an instance of an installed library's class
+    external: bool = False  # returned by a library call: never guessed to be a project object
+    bound_attrs: set[str] = field(default_factory=set)  # library object: attributes its constructor bound
+    # made by a library call given ``requires_grad=True`` (``builder.finalize(requires_grad=True)``), or
+    # by a method of such an object (``model.state()``): its arrays carry gradients
+    grad_enabled: bool = False
+    aliased_by: list[Event] = field(default_factory=list)  # ``[x] * n`` rebind events that cover this value
 
 
 class _Return(Exception):
@@ -74,13 +86,17 @@ class _Frame:
     locals: dict[str, Val]
     self_val: Val | None = None
     returned: Val | None = None
+    fn: ast.FunctionDef | None = None  # the function being run (``super()`` starts above its class)
 
 
 class HostInterpreter:
     """Runs roots of a project symbolically and collects :class:`Trace` objects."""
 
-    def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile]):
+    def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile],
+                 library: LibraryIndex | None = None):
         self.files = files
+        self.library = library  # installed packages: calls into them replay their effect summaries
+        self.follow_all = False  # inline every function (library summaries), not only effectful ones
         self.modules = modules  # dotted module name -> file
         self.module_suffixes: dict[str, list[SourceFile]] = {}  # "b.c" -> files of modules "a.b.c", "b.c"
         for src in {id(f): f for f in modules.values()}.values():
@@ -103,7 +119,7 @@ class HostInterpreter:
                         self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
                         if _is_property(stmt):
                             self.property_names.add(stmt.name)
-        self.effectful = _effectful_functions(files)
+        self.effectful = _effectful_functions(files, library, set(self.module_suffixes))
         self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
         self.call_limits: list[int] = []
         # per-root state
@@ -122,7 +138,9 @@ class HostInterpreter:
 
     def buffer(self, v: Val) -> Buffer:
         if v.buf is None:
-            v.buf = Buffer(v.id, v.label)
+            v.buf = Buffer(v.id, v.label, requires_grad=True if v.grad_enabled else None)
+            for ev in v.aliased_by:
+                ev.reads.append(v.buf)
             if v.kind == "unknown":
                 v.kind = "array"
         return v.buf
@@ -139,8 +157,11 @@ class HostInterpreter:
                 child = self.module_global(obj.module, name)
             elif obj.kind == "class" and obj.cls is not None:
                 child = self.class_attr(obj, name)
+            elif obj.kind == "lib":
+                child = self.new(f"{obj.label}.{name}", "lib", value=f"{obj.value}.{name}")
             else:
-                child = self.new(f"{obj.label}.{name}")
+                child = self.new(f"{obj.label}.{name}", external=obj.external, grad_enabled=obj.grad_enabled,
+                                 aliased_by=list(obj.aliased_by))
                 if name == "grad" and obj.kind in ("array", "unknown"):
                     child.kind = "array"
                     child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
@@ -220,6 +241,8 @@ class HostInterpreter:
             elif kind == "module":
                 target = self.resolve_module(src, entry[1], entry[2])
                 v = self.new(name, "module", module=target) if target is not None else None
+                if v is None and not entry[2]:
+                    v = self.library_value(name, entry[1] if name != entry[1].split(".")[0] else name)
             elif kind == "from":
                 _, mod, level, orig = entry
                 target = self.resolve_module(src, mod, level)
@@ -228,6 +251,8 @@ class HostInterpreter:
                 else:
                     sub = self.resolve_module(src, f"{mod}.{orig}" if mod else orig, level)
                     v = self.new(orig, "module", module=sub) if sub is not None else None
+                    if v is None and not level and mod:
+                        v = self.library_value(name, f"{mod}.{orig}")
         else:
             for mod, level in stars:
                 target = self.resolve_module(src, mod, level)
@@ -238,6 +263,12 @@ class HostInterpreter:
         if v is not None:
             g[name] = v
         return v
+
+    def library_value(self, name: str, dotted: str) -> Val | None:
+        """A name bound to something in an installed package (``import newton``), when its source is there."""
+        if self.library is None or not self.library.has_package(dotted.split(".")[0]):
+            return None
+        return self.new(name, "lib", value=dotted)
 
     def module_index(self, src: SourceFile) -> tuple[dict[str, tuple], list[tuple[str, int]]]:
         """Module-level definitions and imports by name (computed once per file), and star imports."""
@@ -316,7 +347,7 @@ class HostInterpreter:
     def run_function(self, src: SourceFile, fn: ast.FunctionDef) -> Trace:
         """A top-level function no module body reached: its parameters are unknown values."""
         self.reset()
-        frame = _Frame(src, {})
+        frame = _Frame(src, {}, fn=fn)
         self.bind_unknown_params(fn, frame, skip_self=False)
         self.run_body(fn, frame)
         return Trace(f"{src.path}:{fn.name}", src.path, self.events, self.loops)
@@ -327,10 +358,11 @@ class HostInterpreter:
         caller outside the project invokes the methods is unknown."""
         self.reset()
         self_val = self.new("self", "object", cls=(src, cls))
-        init = _find_method(cls, "__init__")
-        if init is not None:
+        found_init = self.find_method((src, cls), "__init__")
+        if found_init is not None:
+            init_src, init = found_init
             try:
-                self.inline(src, init, [self_val], {}, init, bound_self=True)
+                self.inline(init_src, init, [self_val], {}, init, bound_self=True)
             except _Budget:
                 return [Trace(f"{src.path}:{cls.name}", src.path, self.events, self.loops)]
         setup, setup_loops, steps = self.events, self.loops, self.steps
@@ -338,7 +370,7 @@ class HostInterpreter:
         for fn in methods:
             self.events, self.loops, self.steps = list(setup), dict(setup_loops), steps
             self.tapes, self.loop_stack, self.branch_stack, self.call_stack = [], [], [], []
-            frame = _Frame(src, {}, self_val=self_val)
+            frame = _Frame(src, {}, self_val=self_val, fn=fn)
             if not _is_static(fn) and (fn.args.posonlyargs or fn.args.args):
                 first = (fn.args.posonlyargs or fn.args.args)[0].arg
                 frame.locals[first] = self_val
@@ -450,15 +482,15 @@ class HostInterpreter:
             self.block(s.orelse, frame, module_level)
             self.block(s.finalbody, frame, module_level)
         elif isinstance(s, ast.FunctionDef):
-            if module_level:
-                return
+            if module_level and src.parents.get(id(s)) is src.tree:
+                return  # top-level definitions are resolved on first use (module_global)
             k = self.kernels_by_file.get(src.path, {}).get(s.name)
             if k is not None and id(k.node) == id(s):
                 frame.locals[s.name] = self.new(s.name, "kernel", kernel=k)
             else:
                 frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
         elif isinstance(s, ast.ClassDef):
-            if not module_level:
+            if not module_level or src.parents.get(id(s)) is not src.tree:
                 frame.locals[s.name] = self.new(s.name, "class", cls=(src, s))
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
             if not module_level:
@@ -631,6 +663,14 @@ class HostInterpreter:
 
     def with_stmt(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> None:
         src = frame.src
+        if any(isinstance(i.context_expr, ast.Call) and src.is_warp(i.context_expr.func, "ScopedCapture")
+               for i in s.items):
+            # a graph capture records its body without running it (on CUDA and on the CPU): the work runs
+            # at ``wp.capture_launch``, which programs pair with an eager fallback the model follows
+            for item in s.items:
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
+            return
         scopes: list[TapeScope] = []
         for item in s.items:
             v = self.eval(item.context_expr, frame)
@@ -680,14 +720,19 @@ class HostInterpreter:
                 return self.new(_text(e), "const")
             owner = self.eval(e.value, frame)
             if owner.kind == "object" and owner.cls is not None and e.attr not in owner.attrs:
-                getter = _find_method(owner.cls[1], e.attr)
-                if getter is not None and _is_property(getter):
-                    return self.inline(owner.cls[0], getter, [owner], {}, e, caller_src=src, bound_self=True)
+                found = self.find_method(owner.cls, e.attr)
+                if found is not None and _is_property(found[1]):
+                    return self.inline(found[0], found[1], [owner], {}, e, caller_src=src, bound_self=True)
+                if found is not None and not _is_static(found[1]):
+                    # a bound method handed on (``run(n, example.step)``): calling it runs the method
+                    return self.new(f"{owner.label}.{e.attr}", "func", func=found, attrs={"__self__": owner})
             elif owner.kind == "unknown" and e.attr in self.property_names and e.attr not in owner.attrs:
                 # maybe a computed property of a project class: not one stable value
                 return self.new(f"{owner.label}.{e.attr}")
             v = self.attr(owner, e.attr)
             if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
+                if v.buf.grad_of.requires_grad is None:
+                    v.buf.grad_of.requires_grad = True  # its gradient is used, so it has one
                 self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
                           detail={"owner": _text(e.value)})
             return v
@@ -746,7 +791,10 @@ class HostInterpreter:
                     return self.new(_text(e), "int", value=r)
             if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
                 v = self.new("list", "list")
-                v.items = _SameItem(left.items["0"])  # type: ignore[assignment]
+                only = left.items["0"]
+                v.items = _SameItem(only)  # type: ignore[assignment]
+                if only.kind in ("array", "object", "unknown") and isinstance(e.left, (ast.List, ast.Tuple)):
+                    self.repeat_alias(only, e, src)
                 return v
             return self.new(_text(e))
         if isinstance(e, ast.UnaryOp):
@@ -773,6 +821,22 @@ class HostInterpreter:
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
 
+    def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
+        """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
+        including the attributes of ``x`` first used later (``states[t].particle_q``)."""
+        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(e.left.elts[0]),  # type: ignore[attr-defined]
+                                                 "repeat": True})
+        todo, seen = [only], set()
+        while todo:
+            v = todo.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            v.aliased_by.append(ev)
+            if v.buf is not None:
+                ev.reads.append(v.buf)
+            todo.extend(v.attrs.values())
+
     def list_slice(self, base: Val, sl: ast.Slice, frame: _Frame) -> Val | None:
         """``xs[a:b]`` of a list with int bounds: a new list sharing the same element values."""
         lower = self.eval(sl.lower, frame) if sl.lower is not None else None
@@ -797,14 +861,21 @@ class HostInterpreter:
         src = frame.src
         wn = src.warp_name(e.func)
         if wn is not None:
+            if self.library is not None and wn.split(".")[0] in _WARP_LIBRARIES:
+                return self.library_call(f"warp.{wn}", e, frame)
             return self.warp_call(wn.rpartition(".")[2], e, frame)
         if isinstance(e.func, ast.Attribute):
             return self.method_call(e, frame)
         callee = self.eval(e.func, frame)
+        if callee.kind == "lib" and isinstance(callee.value, str):
+            return self.library_call(callee.value, e, frame)
         args = [self.eval(a, frame) for a in e.args]
         kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
         if callee.kind == "func" and callee.func is not None:
             fsrc, fn = callee.func
+            bound = callee.attrs.get("__self__")
+            if bound is not None:
+                return self.inline(fsrc, fn, [bound, *args], kwargs, e, caller_src=src, bound_self=True)
             return self.inline(fsrc, fn, args, kwargs, e, caller_src=src)
         if callee.kind == "class" and callee.cls is not None:
             return self.construct(callee, args, kwargs, e, src)
@@ -824,9 +895,9 @@ class HostInterpreter:
         assert cls_val.cls is not None
         csrc, cnode = cls_val.cls
         obj = self.new(cls_val.label + "()", "object", cls=cls_val.cls, fresh=True)
-        init = next((s for s in cnode.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
-        if init is not None:
-            self.inline(csrc, init, [obj, *args], kwargs, e, caller_src=src, bound_self=True)
+        found = self.find_method((csrc, cnode), "__init__")
+        if found is not None:
+            self.inline(found[0], found[1], [obj, *args], kwargs, e, caller_src=src, bound_self=True)
         return obj
 
     def method_call(self, e: ast.Call, frame: _Frame) -> Val:
@@ -844,7 +915,18 @@ class HostInterpreter:
                       names={grad.id: _text(recv_node)}, detail={"owner": self.buffer(owner).id,
                                                                        "method": name})
             return self.new("None", "const")
+        if _is_super(recv_node) and frame.self_val is not None and frame.fn is not None:
+            found = self.super_method(frame, name)
+            if found is not None:
+                args = [self.eval(a, frame) for a in e.args]
+                kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+                return self.inline(found[0], found[1], [frame.self_val, *args], kwargs, e, caller_src=src,
+                                   bound_self=True)
         recv = self.eval(recv_node, frame)
+        if recv.kind == "lib" and isinstance(recv.value, str):
+            return self.library_call(f"{recv.value}.{name}", e, frame)
+        if recv.lib_cls is not None and self.library is not None:
+            return self.library_method(recv, name, e, frame)
         args = [self.eval(a, frame) for a in e.args]
         kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
         recv_name = _text(recv_node)
@@ -875,6 +957,10 @@ class HostInterpreter:
                 names[srcs[0].id] = _text(e.args[0])
             self.emit("assign", e, src, writes=[buf], reads=srcs, names=names)
             return self.new("None", "const")
+        if name in ("flatten", "reshape", "view") and recv.buf is not None and recv.kind == "array":
+            v = self.new(f"{recv_name}.{name}()", "array")
+            v.buf = Buffer(v.id, v.label, view_of=recv.buf, requires_grad=recv.buf.requires_grad)
+            return v
         if name == "numpy" and recv.buf is not None:
             v = self.new(f"{recv_name}.numpy()")
             v.attrs["__host_of__"] = recv
@@ -886,15 +972,13 @@ class HostInterpreter:
             return self.new("None", "const")
         # project method
         if recv.kind == "object" and recv.cls is not None:
-            csrc, cnode = recv.cls
-            fn = _find_method(cnode, name)
-            if fn is not None:
-                return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
+            found = self.find_method(recv.cls, name)
+            if found is not None:
+                return self.inline(found[0], found[1], [recv, *args], kwargs, e, caller_src=src, bound_self=True)
         if recv.kind == "class" and recv.cls is not None:
-            csrc, cnode = recv.cls
-            fn = _find_method(cnode, name)
-            if fn is not None:
-                return self.inline(csrc, fn, args, kwargs, e, caller_src=src)
+            found = self.find_method(recv.cls, name)
+            if found is not None:
+                return self.inline(found[0], found[1], args, kwargs, e, caller_src=src)
         if recv.kind == "module" and recv.module is not None:
             target = self.attr(recv, name)
             if target.kind == "func" and target.func is not None:
@@ -902,26 +986,276 @@ class HostInterpreter:
             if target.kind == "class" and target.cls is not None:
                 return self.construct(target, args, kwargs, e, src)
             return self.opaque_call(e, args, kwargs, src)
-        if recv.kind == "unknown" and not recv.attrs.get(name):
+        if recv.kind == "unknown" and not recv.attrs.get(name) and not recv.external:
             candidates = self.method_index.get(name, [])
             if len(candidates) == 1 and not name.startswith("__") and recv.buf is None:
                 csrc, cnode, fn = candidates[0]
                 recv.kind = "object"
                 recv.cls = (csrc, cnode)
                 return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
-        return self.opaque_call(e, args, kwargs, src)
+        out = self.opaque_call(e, args, kwargs, src)
+        if recv.external:  # a method of something a library made (``model.state()``)
+            out.external, out.grad_enabled = True, recv.grad_enabled or _asks_for_grad(e)
+        return out
+
+    def find_method(self, cls: tuple[SourceFile, ast.ClassDef], name: str,
+                    depth: int = 0) -> tuple[SourceFile, ast.FunctionDef] | None:
+        """``name`` defined in the class or, first found, in its bases (project or library classes)."""
+        src, node = cls
+        fn = _find_method(node, name)
+        if fn is not None:
+            return src, fn
+        if depth > 8:
+            return None
+        for base in self.bases(src, node):
+            hit = self.find_method(base, name, depth + 1)
+            if hit is not None:
+                return hit
+        return None
+
+    def bases(self, src: SourceFile, node: ast.ClassDef) -> list[tuple[SourceFile, ast.ClassDef]]:
+        """The class's base classes that the interpreter can resolve (project or library)."""
+        out = []
+        for base in node.bases:
+            saved = self.events
+            self.events = []
+            try:
+                bv = self.eval(base, _Frame(src, self.module_globals(src)))
+            except (_Return, _Budget, _CallBudget, RecursionError):
+                continue
+            finally:
+                self.events = saved
+            if bv.kind == "class" and bv.cls is not None and bv.cls[1] is not node:
+                out.append(bv.cls)
+        return out
+
+    def super_method(self, frame: _Frame, name: str) -> tuple[SourceFile, ast.FunctionDef] | None:
+        """``super().name``: ``name`` in the bases of the class that defines the running method."""
+        cls = frame.src.parents.get(id(frame.fn))
+        if not isinstance(cls, ast.ClassDef):
+            return None
+        for base in self.bases(frame.src, cls):
+            hit = self.find_method(base, name)
+            if hit is not None:
+                return hit
+        return None
+
+    # ------------------------------------------------------------------ installed libraries
+    def library_call(self, dotted: str, e: ast.Call, frame: _Frame) -> Val:
+        """A call of a function or class of an installed package: replay the function's effect summary;
+        a class gives an instance whose method calls replay theirs."""
+        src = frame.src
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        assert self.library is not None
+        target = self.library.resolve(dotted)
+        label = dotted.rpartition(".")[2]
+        grad = _asks_for_grad(e)
+        if target is not None and target[0] == "class" and isinstance(target[2], ast.ClassDef):
+            obj = self.new(label + "()", "object", fresh=True, lib_cls=(target[1], target[2]), external=True,
+                           grad_enabled=grad)
+            found = library_interpreter(self.library).find_method(obj.lib_cls, "__init__")  # type: ignore[arg-type]
+            if found is not None:
+                summary = self.library.summary(found[0], found[1], f"{dotted}.__init__", is_method=True)
+                if summary is not None:
+                    self.apply_summary(summary, [obj, *args], ["self", *(_text(a) for a in e.args)], kwargs, e, frame)
+            return obj
+        if target is not None and target[0] == "def" and isinstance(target[2], ast.FunctionDef):
+            summary = self.library_summary(target[1], target[2], dotted, False, [*args, *kwargs.values()])
+            if summary is not None:
+                texts = [_text(a) for a in e.args]
+                out = self.apply_summary(summary, args, texts, kwargs, e, frame)
+                out.grad_enabled = grad
+                return out
+        self.opaque_call(e, args, kwargs, src)
+        return self.new(label + "()", external=True, grad_enabled=grad)
+
+    def library_summary(self, src: SourceFile, fn: ast.FunctionDef, qualname: str, is_method: bool,
+                        args: list[Val]) -> Summary | None:
+        """The call's effect summary. Outside any tape, a call handed no array (model builders,
+        collision set-up) only matters for what the library calls back (a runner's ``example.step()``):
+        its array effects are not derived, which keeps a cold check fast."""
+        assert self.library is not None
+        if not self.tapes and not any(_holds_array(a) for a in args):
+            params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+            receiver = params[0] if is_method and params else None
+            return Summary(qualname, params, _callbacks(src, fn, [p for p in params if p != receiver]))
+        return self.library.summary(src, fn, qualname, is_method)
+
+    def library_method(self, recv: Val, name: str, e: ast.Call, frame: _Frame) -> Val:
+        assert self.library is not None and recv.lib_cls is not None and isinstance(e.func, ast.Attribute)
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        found = library_interpreter(self.library).find_method(recv.lib_cls, name)
+        grad = recv.grad_enabled or _asks_for_grad(e)
+        if found is not None and not _is_property(found[1]) and not _is_static(found[1]):
+            qual = f"{found[0].module_name}.{recv.lib_cls[1].name}.{name}"
+            summary = self.library_summary(found[0], found[1], qual, True, [*args, *kwargs.values()])
+            if summary is not None:
+                texts = [_text(e.func.value), *(_text(a) for a in e.args)]
+                out = self.apply_summary(summary, [recv, *args], texts, kwargs, e, frame)
+                out.grad_enabled = grad
+                return out
+        self.opaque_call(e, args, kwargs, frame.src)
+        return self.new(f"{recv.label}.{name}()", external=True, grad_enabled=grad)
+
+    def apply_summary(self, summary: Summary, args: list[Val], texts: list[str], kwargs: dict[str, Val],
+                      e: ast.Call, frame: _Frame) -> Val:
+        """Replay a library call's ops on the caller's values, as events at the call site."""
+        src = frame.src
+        assert self.library is not None
+        bound: dict[str, tuple[Val, str]] = {}
+        for i, pname in enumerate(summary.params):
+            if i < len(args):
+                bound[pname] = (args[i], texts[i])
+        kw_text = {k.arg: _text(k.value) for k in e.keywords if k.arg}
+        for k, v in kwargs.items():
+            bound.setdefault(k, (v, kw_text.get(k, k)))
+        fresh: dict[str, Val] = {}
+        call_id = next(self.ids)
+
+        def resolve(path: str, any_kind: bool = False) -> tuple[Val, str] | None:
+            if path.startswith("new:"):
+                v = fresh.get(path)
+                if v is None:
+                    v = fresh[path] = self.new(f"{summary.qualname.rpartition('.')[2]}:{path}", "array", fresh=True)
+                    v.buf = Buffer(v.id, v.label, fresh=True)
+                return v, v.label
+            root, steps = parse_path(path)
+            hit = bound.get(root)
+            if hit is None:
+                return None
+            v, text = hit
+            for kind, key in steps:
+                if v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape"):
+                    return None
+                v = self.attr(v, key) if kind == "attr" else self.item(v, key)
+                text = f"{text}.{key}" if kind == "attr" else f"{text}[{key}]"
+            if not any_kind and v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape", "list"):
+                return None
+            return v, text
+
+        receiver = args[0] if summary.qualname.endswith("__init__") or (args and args[0].lib_cls is not None) else None
+        self_name = summary.params[0] if receiver is not None and summary.params else None
+        for attr, path in summary.binds.items():
+            hit = resolve(path, any_kind=True)
+            if receiver is not None and hit is not None:
+                receiver.attrs[attr] = hit[0]
+                receiver.bound_attrs.add(attr)
+
+        def private(path: str) -> bool:
+            """A write to the library object's own state, not to something the caller handed it."""
+            if self_name is None or receiver is None:
+                return False
+            root, steps = parse_path(path)
+            return root == self_name and not (steps and steps[0][1] in receiver.bound_attrs)
+
+        callbacks: list[Op] = []
+        for op in summary.ops:
+            if op.kind == "callback":
+                callbacks.append(op)
+                continue
+            names: dict[int, str] = {}
+            paths: dict[int, str] = {}
+
+            def buf_of(path: str, names: dict[int, str] = names, paths: dict[int, str] = paths) -> Buffer | None:
+                hit = resolve(path)
+                if hit is None:
+                    return None
+                b = self.buffer(hit[0])
+                names.setdefault(b.id, hit[1])
+                paths.setdefault(b.id, path)
+                return b
+
+            kernel = self.library.kernel(*op.kernel) if op.kernel is not None else None
+            reads: list[Buffer] = []
+            writes: list[Buffer] = []
+            accums: list[Buffer] = []
+            binding: dict[str, Buffer] = {}
+            param_paths: dict[str, str] = {}
+            param_text: dict[str, str] = {}
+            if kernel is not None:
+                for pname, path in op.binding.items():
+                    facts = kernel.params.get(pname)
+                    b = buf_of(path) if facts is not None and facts.is_array else None
+                    if b is None or facts is None or (facts.modified and private(path)):
+                        continue
+                    binding[pname] = b
+                    param_paths[pname] = path
+                    param_text[pname] = resolve(path)[1]  # type: ignore[index]
+                    for lst, hit in ((reads, facts.read), (writes, facts.written), (accums, facts.accumulated)):
+                        if hit and all(x.id != b.id for x in lst):
+                            lst.append(b)
+            else:
+                for lst, ps in ((reads, op.reads), (writes, op.writes), (accums, op.accums)):
+                    for path in ps:
+                        b = buf_of(path) if lst is reads or not private(path) else None
+                        if b is not None and all(x.id != b.id for x in lst):
+                            lst.append(b)
+            if not (reads or writes or accums):
+                continue
+            kind = op.kind if op.kind in ("launch", "copy", "assign", "clone", "zero", "fill") else "launch"
+            self.emit(kind, e, src, reads=reads, writes=writes, accums=accums, names=names,  # type: ignore[arg-type]
+                      kernel=kernel, binding=binding,
+                      detail={"kernel": op.kernel_name or summary.qualname.rpartition(".")[2],
+                              "library": summary.qualname, "lib_call": call_id, "lib_paths": paths,
+                              "param_paths": param_paths, "param_text": param_text})
+        if callbacks:
+            self.replay_callbacks(callbacks, bound, e, src)
+        return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
+
+    def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
+                         src: SourceFile) -> None:
+        """The library calls back into the project (``run(example)`` calls ``example.step()`` in a
+        loop): run those methods, in a loop of their own when the library loops over them."""
+        groups: list[list[Op]] = []  # consecutive callbacks with the same in_loop, in the library's order
+        for op in callbacks:
+            if groups and groups[-1][0].in_loop == op.in_loop:
+                groups[-1].append(op)
+            else:
+                groups.append([op])
+        for group in groups:
+            in_loop = group[0].in_loop
+            loop_id = next(self.ids)
+            n_before = len(self.events)
+            for k in range(self.unroll_count() if in_loop else 1):
+                if in_loop:
+                    self.loop_stack.append((loop_id, k))
+                try:
+                    for op in group:
+                        self.run_callback(op, bound, e, src)
+                finally:
+                    if in_loop:
+                        self.loop_stack.pop()
+            if in_loop:
+                node = ast.copy_location(ast.While(test=ast.Constant(True), body=[ast.Expr(e)], orelse=[]), e)
+                self.record_loop(loop_id, node, src, None, n_before)
+
+    def run_callback(self, op: Op, bound: dict[str, tuple[Val, str]], e: ast.Call, src: SourceFile) -> None:
+        hit = bound.get(parse_path(op.binding.get("target", ""))[0])
+        if hit is None:
+            return
+        target = hit[0]
+        if op.method and target.kind == "object" and target.cls is not None:
+            found = self.find_method(target.cls, op.method)
+            if found is not None and not _is_property(found[1]):
+                self.inline(found[0], found[1], [target], {}, e, caller_src=src, bound_self=True)
+        elif not op.method and target.kind == "func" and target.func is not None:
+            bound_self = target.attrs.get("__self__")
+            self.inline(target.func[0], target.func[1], [bound_self] if bound_self else [], {}, e,
+                        caller_src=src, bound_self=bound_self is not None)
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
                site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
         if (
             id(fn) in self.func_stack
             or len(self.func_stack) >= MAX_DEPTH
-            or id(fn) not in self.effectful
+            or (id(fn) not in self.effectful and not self.follow_all)
             or id(fn) in self.too_costly
         ):
             return self.new(fn.name + "()")
         self.inlined.add(id(fn))
-        frame = _Frame(fsrc, {})
+        frame = _Frame(fsrc, {}, fn=fn)
         params = [*fn.args.posonlyargs, *fn.args.args]
         defaults = fn.args.defaults
         n_no_default = len(params) - len(defaults)
@@ -1043,19 +1377,26 @@ class HostInterpreter:
             if k in kw:
                 self.eval(kw[k], frame)
         arg_nodes: list[ast.expr] = []
+        arg_vals: list[Val] = []
         n_inputs = 0
         for group_i, group in enumerate((in_node, out_node)):
             if group is None:
                 continue
             if isinstance(group, (ast.List, ast.Tuple)):
                 elts = list(group.elts)
+                arg_vals.extend(self.eval(a, frame) for a in elts)
+                arg_nodes.extend(elts)
             else:
                 elts = []
-                self.eval(group, frame)
-            arg_nodes.extend(elts)
+                gv = self.eval(group, frame)
+                if self.follow_all and gv.kind == "list" and gv.length is not None and gv.length <= 64:
+                    # a library's ``inputs=kernel_inputs`` list (the project's own launch sites stay literal:
+                    # codemods rewrite their argument expressions)
+                    elts = [group] * gv.length
+                    arg_vals.extend(self.item(gv, str(i)) for i in range(gv.length))
+                    arg_nodes.extend(elts)
             if group_i == 0:
                 n_inputs = len(elts)
-        arg_vals = [self.eval(a, frame) for a in arg_nodes]
         ev_reads: list[Buffer] = []
         ev_writes: list[Buffer] = []
         ev_accums: list[Buffer] = []
@@ -1131,6 +1472,179 @@ class HostInterpreter:
         return self.new("None", "const")
 
 
+_WARP_LIBRARIES = {"fem", "optim"}  # warp's own Python-level libraries, summarised like any package
+
+
+class _LibraryInterpreter(HostInterpreter):
+    """Runs installed libraries' functions to derive their effect summaries: modules load from the
+    library index on first use, every function is followed, no method is guessed by name."""
+
+    def __init__(self, index: LibraryIndex) -> None:
+        super().__init__({}, [], {})
+        self.index = index
+        self.follow_all = True
+        self.kernels_by_file = _LazyKernels(index)
+
+    def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
+        full = self.index.absolute(src, mod, level)
+        hit = self.modules.get(full)
+        if hit is None:
+            hit = self.index.module(full)
+            if hit is None:
+                return None
+            self.modules[full] = hit
+        return hit
+
+    def class_of(self, src: SourceFile, fn: ast.FunctionDef) -> tuple[SourceFile, ast.ClassDef] | None:
+        parent = src.parents.get(id(fn))
+        return (src, parent) if isinstance(parent, ast.ClassDef) else None
+
+
+class _LazyKernels(dict):
+    """A library file's kernel facts, computed the first time a name of that file is resolved."""
+
+    def __init__(self, index: LibraryIndex) -> None:
+        super().__init__()
+        self.index = index
+
+    def get(self, path, default=None):  # type: ignore[override]
+        hit = super().get(path)
+        if hit is None:
+            src = self.index.parsed(path)
+            if src is None:
+                return default
+            hit = self[path] = self.index.kernels(src)
+        return hit
+
+
+def library_interpreter(index: LibraryIndex) -> _LibraryInterpreter:
+    interp = getattr(index, "_interpreter", None)
+    if interp is None:
+        interp = _LibraryInterpreter(index)
+        index._interpreter = interp  # type: ignore[attr-defined]
+    return interp
+
+
+def _paths_from(roots: dict[str, Val], max_depth: int = 4) -> dict[int, str]:
+    """Buffer id -> the shortest path from a parameter that reaches it (breadth first)."""
+    out: dict[int, str] = {}
+    seen: set[int] = set()
+    level: list[tuple[Val, str]] = [(v, name) for name, v in roots.items()]
+    for _ in range(max_depth + 1):
+        nxt: list[tuple[Val, str]] = []
+        for v, path in level:
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            if v.buf is not None:
+                out.setdefault(v.buf.id, path)
+            for name, child in v.attrs.items():
+                if not name.startswith("__"):
+                    nxt.append((child, f"{path}.{name}"))
+            for key, child in dict(v.items).items():
+                if key.isdigit() or key.lstrip("-").isdigit():
+                    nxt.append((child, f"{path}[{key}]"))
+        level = nxt
+    return out
+
+
+def _callbacks(src: SourceFile, fn: ast.FunctionDef, params: list[str]) -> list[Op]:
+    """Calls the library makes on what it was given: ``example.step()`` (method) or ``fn()`` (the
+    value itself), read from the source (the parameter's name, wherever it is used), in line order."""
+    found: list[tuple[int, int, Op]] = []
+    names = set(params)
+    for node in src.nodes_of(ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in names:
+            root, method = f.value.id, f.attr
+        elif isinstance(f, ast.Name) and f.id in names:
+            root, method = f.id, ""
+        else:
+            continue
+        enclosing = src.enclosing_functions(node)
+        if not enclosing or enclosing[0] is not fn or method.startswith("_"):
+            continue
+        in_loop = False
+        cur = src.parents.get(id(node))
+        while cur is not None and cur is not fn:
+            in_loop = in_loop or isinstance(cur, (ast.For, ast.While))
+            cur = src.parents.get(id(cur))
+        found.append((node.lineno, node.col_offset, Op("callback", method=method, binding={"target": root},
+                                                          in_loop=in_loop)))
+    return [op for *_, op in sorted(found, key=lambda t: (t[0], t[1]))]
+
+
+def summarize(index: LibraryIndex, src: SourceFile, fn: ast.FunctionDef, qualname: str,
+              is_method: bool) -> Summary | None:
+    """Run a library function on unknown arguments and name what it reads and writes by paths."""
+    interp = library_interpreter(index)
+    interp.reset()
+    interp.modules.setdefault(src.module_name, src)
+    frame = _Frame(src, {}, fn=fn)
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    roots: dict[str, Val] = {}
+    for i, name in enumerate(params):
+        v = interp.new(name)
+        if i == 0 and is_method:
+            v.kind = "object"
+            v.cls = interp.class_of(src, fn)
+            frame.self_val = v
+        roots[name] = frame.locals[name] = v
+    for a in fn.args.kwonlyargs:
+        roots[a.arg] = frame.locals[a.arg] = interp.new(a.arg)
+    if fn.args.vararg:
+        frame.locals[fn.args.vararg.arg] = interp.new(fn.args.vararg.arg, "list")
+    if fn.args.kwarg:
+        frame.locals[fn.args.kwarg.arg] = interp.new(fn.args.kwarg.arg)
+    try:
+        interp.run_body(fn, frame)
+    except Exception:  # noqa: BLE001 - library code the interpreter cannot follow has no summary
+        return None
+    paths = _paths_from(roots)
+    receiver = params[0] if is_method and params else None
+    fresh: dict[int, str] = {}
+
+    def path_of(buf: Buffer) -> str | None:
+        p = paths.get(buf.id)
+        if p is not None:
+            return p
+        if buf.fresh:
+            return fresh.setdefault(buf.id, f"new:{len(fresh)}")
+        return None
+
+    ops: list[Op] = _callbacks(src, fn, [p for p in params if p != receiver])
+    seen: set[str] = set()
+    for ev in interp.events:
+        op: Op | None = None
+        if ev.kind == "launch":
+            binding = {}
+            for pname, b in ev.binding.items():
+                p = path_of(b)
+                if p is not None:
+                    binding[pname] = p
+            op = Op("launch", (ev.kernel.path, ev.kernel.name) if ev.kernel is not None else None,
+                    str(ev.detail.get("kernel", "")), binding,
+                    [p for b in ev.reads if (p := path_of(b))],
+                    [p for b in ev.writes if (p := path_of(b))],
+                    [p for b in ev.accums if (p := path_of(b))])
+        elif ev.kind in ("copy", "assign", "clone", "zero", "fill"):
+            op = Op(ev.kind, reads=[p for b in ev.reads if (p := path_of(b))],
+                    writes=[p for b in ev.writes if (p := path_of(b))])
+        if op is None:
+            continue
+        key = json.dumps(op.to_json(), sort_keys=True)
+        if key not in seen:  # loops unrolled twice repeat the same op
+            seen.add(key)
+            ops.append(op)
+    binds: dict[str, str] = {}
+    if receiver is not None:
+        others = {v.id: name for name, v in roots.items() if name != receiver}
+        for attr, v in roots[receiver].attrs.items():
+            if v.id in others:
+                binds[attr] = others[v.id]
+    return Summary(qualname, [*params, *(a.arg for a in fn.args.kwonlyargs)], ops, binds)
+
+
 class _SameItem(dict):
     """Items of ``[x] * n``: every index is the same object until one is rebound."""
 
@@ -1151,7 +1665,25 @@ _EFFECT_WARP = {
 _EFFECT_METHODS = {"zero_", "fill_", "assign", "backward", "zero", "reset", "append"}
 
 
-def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
+def _library_names(src: SourceFile, library: LibraryIndex | None, own: set[str]) -> set[str]:
+    """Local names the file binds to installed Warp-based packages (``import newton``) that are not
+    part of the checked project (``own``: its module names)."""
+    if library is None:
+        return set()
+    out = set()
+    for mod, level, name, asname in src.project_imports:
+        top = mod.split(".")[0]
+        if level or not mod or top in own or not library.has_package(top):
+            continue
+        if name is None:
+            out.add(asname or mod.split(".")[0])
+        elif name != "*":
+            out.add(asname or name)
+    return out
+
+
+def _effectful_functions(files: dict[str, SourceFile], library: LibraryIndex | None = None,
+                         own: set[str] | frozenset[str] = frozenset()) -> set[int]:
     """Ids of the functions whose execution can produce an event: they (or a project function they
     call, by name) allocate, launch, copy, tape, zero, touch ``.grad`` or enter a ``with`` on a value.
     Everything else is not inlined: its effects on arrays are nil, and skipping it keeps the
@@ -1163,19 +1695,29 @@ def _effectful_functions(files: dict[str, SourceFile]) -> set[int]:
         for fn in src.nodes_of(ast.FunctionDef):
             defs.setdefault(fn.name, []).append(id(fn))
             calls.setdefault(id(fn), set())
+        libs = _library_names(src, library, set(own))
         for node in src.nodes_of(ast.Call, ast.Attribute, ast.With):
             hit = False
             called: str | None = None
             if isinstance(node, ast.Call):
                 f = node.func
                 wn = src.warp_name(f)
+                root = f
+                while isinstance(root, ast.Attribute):
+                    root = root.value
                 if wn is not None:
-                    hit = wn.rpartition(".")[2] in _EFFECT_WARP
+                    hit = wn.rpartition(".")[2] in _EFFECT_WARP or wn.split(".")[0] in _WARP_LIBRARIES
+                elif isinstance(root, ast.Name) and root.id in libs:
+                    hit = True  # a call into a Warp-based library: its summary may touch arrays
                 elif isinstance(f, ast.Attribute):
                     hit = f.attr in _EFFECT_METHODS
                     called = f.attr
                 elif isinstance(f, ast.Name):
                     called = f.id
+                    inner = src.enclosing_functions(node)[:1]
+                    # ``fn()`` on a parameter: a runner calling back what it was handed (``run(n, ex.step)``)
+                    hit = bool(inner) and f.id in {a.arg for a in (*inner[0].args.posonlyargs, *inner[0].args.args,
+                                                                    *inner[0].args.kwonlyargs)}
             elif isinstance(node, ast.Attribute):
                 hit = node.attr in ("grad", "retain_grad", "requires_grad")
             else:
@@ -1211,6 +1753,22 @@ def _normalise_index(obj: Val, key: str) -> str:
     if obj.length is not None and key.startswith("-") and key[1:].isdigit() and 0 < int(key[1:]) <= obj.length:
         return str(obj.length - int(key[1:]))
     return key
+
+
+def _holds_array(v: Val) -> bool:
+    """An array, or a list/tuple holding one (an optimizer's ``step([x.grad])``)."""
+    if v.buf is not None:
+        return True
+    return v.kind == "list" and any(item.buf is not None for item in dict(v.items).values())
+
+
+def _is_super(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def _asks_for_grad(e: ast.Call) -> bool:
+    """``requires_grad=True`` given literally."""
+    return any(k.arg == "requires_grad" and _truthy(k.value) for k in e.keywords)
 
 
 def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

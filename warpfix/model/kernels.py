@@ -17,6 +17,10 @@ _DECORATORS: dict[str, KernelKind] = {
     "struct": "struct",
 }
 _ATOMICS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_cas", "atomic_exch"}
+# tile primitives that access a whole tile of an array argument. ``tile_store`` is not an overwrite
+# here: the model cannot tell whether the adjoints that read the stored array need its values (the
+# FFT scratch buffers Warp's navier-stokes example reuses on purpose).
+_TILE_ACCESS: dict[str, AccessKind] = {"tile_load": "read", "tile_atomic_add": "atomic"}
 MAX_UNROLL = 16  # Warp's default max_unroll
 
 
@@ -248,6 +252,15 @@ class _AccessCollector:
                     self._record(param, kind, e, index)
                     for a in e.args[1:]:
                         self.expr(a)
+                    return
+            if short in _TILE_ACCESS and e.args:
+                param = self._param_of(e.args[0])
+                if param is not None:
+                    self._record(param, _TILE_ACCESS[short], e, "tile")
+                    for a in e.args[1:]:
+                        self.expr(a)
+                    for k in e.keywords:
+                        self.expr(k.value)
                     return
             if name is None and isinstance(e.func, (ast.Name, ast.Attribute)):
                 callee = e.func.id if isinstance(e.func, ast.Name) else e.func.attr

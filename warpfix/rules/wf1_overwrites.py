@@ -92,7 +92,10 @@ _LINEAR_CALLS = {
     "spatial_bottom",
     "transform_get_translation",
 }
-_BILINEAR_CALLS = {"dot", "cross", "outer", "mul", "ddot", "spatial_dot", "spatial_cross"}
+_BILINEAR_CALLS = {"dot", "cross", "outer", "mul", "ddot", "spatial_dot", "spatial_cross", "tile_matmul"}
+# tile primitives whose adjoint needs no input values (moves, stores and linear transforms)
+_TILE_LINEAR = {"tile_load", "tile_store", "tile_atomic_add", "tile_fft", "tile_ifft", "tile_transpose",
+                "tile_broadcast", "tile_view", "tile_add", "tile_neg", "tile_zeros", "tile_ones"}
 
 
 class _Sensitivity:
@@ -244,14 +247,14 @@ class _Sensitivity:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         taint = set().union(*args) if args else set()
-        if name not in ("atomic_add", "atomic_sub", "len"):
+        if name not in ("atomic_add", "atomic_sub", "len", *_TILE_LINEAR):
             # a whole array handed to a function: assume the callee needs its values
             whole = {self.param_of(a) for a in [*e.args, *(k.value for k in e.keywords)]}
             self.mark({p for p in whole if p is not None})
         if name in ("atomic_add", "atomic_sub") and e.args:
             self.mark(set().union(*args[1:-1]) if len(args) > 2 else set())
             return set()
-        if name in _LINEAR_CALLS:
+        if name in _LINEAR_CALLS or name in _TILE_LINEAR:
             return taint
         if name in _BILINEAR_CALLS:
             tainted = [a for a in args if a]
@@ -264,11 +267,22 @@ class _Sensitivity:
         return taint
 
 
+_SENSITIVE: dict[int, tuple[KernelDef, set[str]]] = {}  # id(kd) -> (kd, params): a library kernel is met per call
+
+
 def value_sensitive_params(kd: KernelDef) -> set[str]:
     """Array parameters (and struct fields) whose read values the kernel's adjoint depends on."""
+    hit = _SENSITIVE.get(id(kd))
+    if hit is not None and hit[0] is kd:
+        return hit[1]
     if not isinstance(kd.node, ast.FunctionDef):
-        return set(value_read_params(kd))
-    return _Sensitivity(kd).run() & value_read_params(kd)
+        out = set(value_read_params(kd))
+    else:
+        out = _Sensitivity(kd).run() & value_read_params(kd)
+    if len(_SENSITIVE) > 20_000:
+        _SENSITIVE.clear()
+    _SENSITIVE[id(kd)] = (kd, out)
+    return out
 
 
 def overwritten_params(kd: KernelDef) -> set[str]:
@@ -366,7 +380,21 @@ class Touch:
 
     @property
     def name(self) -> str:
+        texts = self.event.detail.get("param_text")  # a library call: what the caller passed
+        if isinstance(texts, dict) and self.param in texts:
+            return texts[self.param]
+        node = self.event.arg_nodes.get(self.param) if self.param is not None else None
+        if node is not None:  # one array passed twice (``[x] * n`` slots): the text of this argument
+            return ast.unparse(node)
         return self.event.name_of(self.buffer)
+
+    @property
+    def library_path(self) -> tuple[object, str] | None:
+        """(library call, path from its parameters) when a library call made this access."""
+        paths = self.event.detail.get("param_paths")
+        if isinstance(paths, dict) and self.param in paths:
+            return self.event.detail.get("lib_call"), paths[self.param]
+        return None
 
     def describe(self) -> str:
         ev = self.event
@@ -437,7 +465,10 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
             for tape in sorted(tape_ids(ev)):
                 earlier = live.get(tape, {}).get(buf.id)
                 if earlier is not None and earlier.event is not ev:
-                    out.append(Hazard(trace, earlier, Touch(ev, buf, param), pos))
+                    write = Touch(ev, buf, param)
+                    if earlier.library_path is not None and earlier.library_path == write.library_path:
+                        continue  # inside one library call, through one path: the library's own business
+                    out.append(Hazard(trace, earlier, write, pos))
                     break
     return out
 
@@ -958,6 +989,18 @@ for it in range(3):
             target = target if isinstance(target, str) else "?"
             source = source if isinstance(source, str) else alias.name_of(buf)
             read_name, write_name = hz.read.name, hz.write.name
+            if alias.detail.get("repeat"):
+                yield self.finding(
+                    alias.span,
+                    f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
+                    f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
+                    f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
+                    fix_safety=FixSafety.NONE,
+                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)",
+                    data={"repeat": True},
+                    related=(*_read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
+                )
+                continue
             yield self.finding(
                 alias.span,
                 f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "

@@ -663,9 +663,11 @@ def _self_feeding(events: list[Event], w0: Window, w1: Window) -> tuple[Event, s
     """A recorded launch site of the loop body that, in the second iteration, reads what it wrote in
     the first at a different index (a stencil or coupling), for exactly one solution array, on a tape
     that is later differentiated."""
-    first = {e.span: e for e in events[w0.start : w0.stop] if e.kind == "launch" and e.recorded and e.kernel}
+    # a library call's launches share the call's span: the kernel tells them apart
+    first = {(e.span, e.kernel.name): e for e in events[w0.start : w0.stop]
+             if e.kind == "launch" and e.recorded and e.kernel}
     for ev in events[w1.start : w1.stop]:
-        prev = first.get(ev.span)
+        prev = first.get((ev.span, ev.kernel.name)) if ev.kernel is not None else None
         if ev.kind != "launch" or not ev.recorded or prev is None or ev.kernel is None:
             continue
         written = {b.root().id: p for p, b in prev.binding.items() if prev.kernel.params[p].written}
