@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -14,10 +16,12 @@ from warpfix.config import Config, selected
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
 from warpfix.rules import all_rules
+from warpfix.rules.base import Rule
 from warpfix.suppress import is_suppressed, suppressions
 
 SKIP_DIRS = {"__pycache__", "node_modules", "build", "dist", "site-packages", "venv", "env", ".venv"}
 CACHE_DIR = ".warpfix_cache"
+PARALLEL_MIN_FILES = 32  # smaller projects check faster than a process pool starts
 
 
 @dataclass(frozen=True)
@@ -159,22 +163,32 @@ def run_rules(
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
     config: Config | None = None,
+    jobs: int = 1,
 ) -> list[Finding]:
+    """The findings of every selected rule, deduplicated, suppressions applied, sorted. With
+    ``jobs > 1`` on a large project the rules run in forked workers (the output is the same)."""
     config = config or Config()
     sel = [s.upper() for s in (select or config.select)]
     ign = [s.upper() for s in (*ignore, *config.ignore)]
-    findings: dict[tuple[str, Span], Finding] = {}
+    rules = []
     for rule_cls in all_rules():
         if not selected(rule_cls.id, sel, ign):
             continue
         rule = rule_cls(warp_version=project.warp_version)
-        if not rule.applies_to_warp(project.warp_version):
-            continue
-        try:
-            for f in rule.check(project):
-                findings.setdefault((f.rule, f.span), f)
-        except RecursionError:  # pathological nesting: skip the rule for this project
-            continue
+        if rule.applies_to_warp(project.warp_version):
+            rules.append(rule)
+    with _frozen_between_rules():
+        if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
+            per_rule = _check_forked(project, rules, jobs)
+        else:
+            per_rule = []
+            for rule in rules:
+                per_rule.append(_check_one(project, rule))
+                gc.freeze()  # what the rule built to stay (the traces) is never rescanned
+    findings: dict[tuple[str, Span], Finding] = {}
+    for found in per_rule:
+        for f in found:
+            findings.setdefault((f.rule, f.span), f)
     sup_cache: dict[str, dict] = {}
     out = []
     for f in findings.values():
@@ -190,6 +204,82 @@ def run_rules(
     return out
 
 
+def _check_one(project: Project, rule: Rule) -> list[Finding]:
+    """One rule's findings; pathological nesting stops the rule where it is, never the check."""
+    found: list[Finding] = []
+    try:
+        for f in rule.check(project):
+            found.append(f)
+    except RecursionError:
+        pass
+    return found
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+# The project the forked rule workers read: set before the pool forks, so each worker inherits it
+# (with its traces) instead of receiving a pickled copy.
+_FORKED: tuple[Project, list[Rule]] | None = None
+
+
+def _check_forked(project: Project, rules: list[Rule], jobs: int) -> list[list[Finding]]:
+    """Each rule's findings, the rules spread over ``jobs`` forked processes (results in rule order)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _FORKED
+    project.traces  # noqa: B018 - interpret once, before forking: every worker shares the result
+    _FORKED = (project, rules)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_check_forked_rule, range(len(rules))))
+    finally:
+        _FORKED = None
+
+
+def _check_forked_rule(index: int) -> list[Finding]:
+    assert _FORKED is not None
+    project, rules = _FORKED
+    return _check_one(project, rules[index])
+
+
+@contextmanager
+def _frozen_between_rules() -> Iterator[None]:
+    """Keep the collector for the garbage rules make, but not rescanning the model: the objects
+    alive after each rule move to the permanent generation (``gc.freeze``), and back at the end."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a check builds its model. A check allocates
+    millions of AST nodes and model objects that all stay alive until it ends; each full collection
+    would rescan every one of them (a third of the parse time on large trees)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def check_sources(
     sources: dict[str, str],
     *,
@@ -202,17 +292,19 @@ def check_sources(
     """Check in-memory sources (tests, the language server). Paths are used as given."""
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
-    for path, text in sources.items():
-        if not _might_matter(text):
-            continue
-        parsed, err = parse_file(path, text)
-        if parsed is None:
-            errors.append(InputError(path, err or "cannot parse"))
-        else:
-            files[path] = parsed
-    if follow_imports:
-        _follow_imports(files, errors)
-    project = build_project(files, warp_version or installed_warp_version())
+    with _collector_paused():
+        for path, text in sources.items():
+            if not _might_matter(text):
+                continue
+            parsed, err = parse_file(path, text)
+            if parsed is None:
+                errors.append(InputError(path, err or "cannot parse"))
+            else:
+                files[path] = parsed
+    with _collector_paused():
+        if follow_imports:
+            _follow_imports(files, errors)
+        project = build_project(files, warp_version or installed_warp_version())
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})
 
@@ -227,7 +319,8 @@ def check_paths(
     use_cache: bool = True,
     warp_version: tuple[int, ...] | None = None,
 ) -> CheckResult:
-    """Check files and folders. Unreadable or unparsable files become errors; the rest is checked."""
+    """Check files and folders. Unreadable or unparsable files become errors; the rest is checked.
+    ``jobs``: processes for the rules (0: one per core)."""
     config = config or Config()
     version = warp_version or installed_warp_version()
     file_list, errors = discover(paths, config.exclude)
@@ -245,38 +338,30 @@ def check_paths(
         if hit is not None:
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True)
-    parsed, parse_errors = _parse_all(relevant, jobs)
-    files = dict(parsed)
-    _follow_imports(files, parse_errors)
-    project = build_project(files, version)
-    findings = run_rules(project, select=select, ignore=ignore, config=config)
+    with _collector_paused():
+        files, parse_errors = _parse_all(relevant)
+        _follow_imports(files, parse_errors)
+        project = build_project(files, version)
+    findings = run_rules(project, select=select, ignore=ignore, config=config,
+                         jobs=jobs if jobs > 0 else default_jobs())
     if key is not None:
         _cache_store(key, findings, parse_errors)
     sources = {p: s.text for p, s in files.items()}
     return CheckResult(findings, errors + parse_errors, len(texts), sources)
 
 
-def _parse_all(texts: dict[str, str], jobs: int) -> tuple[dict[str, SourceFile], list[InputError]]:
+def _parse_all(texts: dict[str, str]) -> tuple[dict[str, SourceFile], list[InputError]]:
+    """Parse in this process: sending syntax trees back from worker processes costs more than
+    parsing them (measured: twice the CPU and a longer wall time on warp's sources)."""
     out: dict[str, SourceFile] = {}
     errors: list[InputError] = []
-    items = sorted(texts.items())
-    if jobs > 1 and len(items) > 64:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(_parse_item, items, chunksize=16))
-    else:
-        results = [_parse_item(item) for item in items]
-    for (path, _), (parsed, err) in zip(items, results, strict=True):
+    for path, text in sorted(texts.items()):
+        parsed, err = parse_file(path, text)
         if parsed is None:
             errors.append(InputError(path, err or "cannot parse"))
         else:
             out[path] = parsed
     return out, errors
-
-
-def _parse_item(item: tuple[str, str]) -> tuple[SourceFile | None, str | None]:
-    return parse_file(*item)
 
 
 # ---------------------------------------------------------------------------------- cache

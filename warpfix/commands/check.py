@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders (default: .)")
     add_selection_args(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="parse files in N processes")
+    p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="run the rules in N processes (default 0: one per core; 1: no workers)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write .warpfix_cache/")
     p.add_argument("--warp-version", help=argparse.SUPPRESS)  # assume another Warp version (tests)
     p.set_defaults(run=run)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     version = parse_version(args.warp_version) if args.warp_version else installed_warp_version()
     result = check_paths(
-        args.paths, select=select, ignore=ignore, config=config, jobs=max(1, args.jobs),
+        args.paths, select=select, ignore=ignore, config=config, jobs=max(0, args.jobs),
         use_cache=not args.no_cache, warp_version=version,
     )
     out = render(
