@@ -6,7 +6,8 @@ import gc
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -126,7 +127,35 @@ def parse_file(path: str, text: str) -> tuple[SourceFile | None, str | None]:
         return None, f"cannot parse: {exc}"
 
 
-def _follow_imports(files: dict[str, SourceFile], errors: list[InputError]) -> None:
+class ParseCache:
+    """The last parse of each path, for a process that checks nearly the same files again and
+    again (the language server re-checks an open document's folder on every change). A parsed file
+    is only read by the model and the rules, never changed, so it can serve the next check of the
+    same text. Holds at most ``size`` paths (least recently used go first)."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[str, tuple[SourceFile | None, str | None]]] = OrderedDict()
+
+    def parse(self, path: str, text: str) -> tuple[SourceFile | None, str | None]:
+        hit = self._entries.get(path)
+        if hit is not None and hit[0] == text:
+            self._entries.move_to_end(path)
+            return hit[1]
+        result = parse_file(path, text)
+        self._entries[path] = (text, result)
+        self._entries.move_to_end(path)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return result
+
+
+ParseFn = Callable[[str, str], tuple[SourceFile | None, str | None]]
+
+
+def _follow_imports(
+    files: dict[str, SourceFile], errors: list[InputError], parse: ParseFn = parse_file
+) -> None:
     """Add the project modules that the given files import from the same tree (next to the importer)."""
     queue = list(files.values())
     known = {os.path.realpath(p) for p in files}
@@ -148,7 +177,7 @@ def _follow_imports(files: dict[str, SourceFile], errors: list[InputError]) -> N
                     text, err = read_source(cand)
                     if text is None or not _might_matter(text):
                         continue
-                    parsed, err = parse_file(os.path.normpath(cand), text)
+                    parsed, err = parse(os.path.normpath(cand), text)
                     if parsed is None:
                         errors.append(InputError(os.path.normpath(cand), err or "cannot parse"))
                         continue
@@ -288,22 +317,24 @@ def check_sources(
     config: Config | None = None,
     warp_version: tuple[int, ...] | None = None,
     follow_imports: bool = False,
+    parse_cache: ParseCache | None = None,
 ) -> CheckResult:
     """Check in-memory sources (tests, the language server). Paths are used as given."""
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
+    parse = parse_cache.parse if parse_cache is not None else parse_file
     with _collector_paused():
         for path, text in sources.items():
             if not _might_matter(text):
                 continue
-            parsed, err = parse_file(path, text)
+            parsed, err = parse(path, text)
             if parsed is None:
                 errors.append(InputError(path, err or "cannot parse"))
             else:
                 files[path] = parsed
     with _collector_paused():
         if follow_imports:
-            _follow_imports(files, errors)
+            _follow_imports(files, errors, parse)
         project = build_project(files, warp_version or installed_warp_version())
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})

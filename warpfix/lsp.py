@@ -45,7 +45,7 @@ from pygls.workspace import PositionCodec
 
 from warpfix import __version__
 from warpfix.config import Config, ConfigError, load_config
-from warpfix.engine import CheckResult, InputError, check_sources, read_source
+from warpfix.engine import CheckResult, InputError, ParseCache, check_sources, read_source
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.report.base import rule_doc_url
 from warpfix.report.diff import line_hunks
@@ -157,6 +157,7 @@ class _Snapshot:
     codec: PositionCodec
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
+    parse_cache: ParseCache | None = None  # the server's: only the worker thread uses it
 
 
 def _anchored(config: Config) -> Config:
@@ -188,6 +189,7 @@ class WarpfixServer(LanguageServer):
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warpfix-lint")
         self.resolves_edits = False  # the client fills a code action's edit with codeAction/resolve
+        self.parse_cache = ParseCache()  # unchanged neighbours are not parsed again on each change
 
     # -- linting ----------------------------------------------------------------------------
     def _python_documents(self) -> dict[str, Any]:
@@ -216,6 +218,7 @@ class WarpfixServer(LanguageServer):
             codec=self.workspace.position_codec,
             select=list(self.select),
             ignore=list(self.ignore),
+            parse_cache=self.parse_cache,
         )
 
     def log(self, kind: types.MessageType, message: str) -> None:
@@ -429,7 +432,8 @@ def lint_snapshot(snap: _Snapshot) -> _Lint:
     """Check every document of the snapshot; the diagnostics of each open document."""
     project = {**_neighbours(list(snap.sources)), **snap.sources}
     result: CheckResult = check_sources(
-        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True
+        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True,
+        parse_cache=snap.parse_cache,
     )
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
