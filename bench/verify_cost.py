@@ -3,8 +3,9 @@
     python bench/verify_cost.py                 # the verify test programs and the golden cases
     python bench/verify_cost.py --only springs  # programs whose label contains a word
 
+Both sides are measured as typed: ``python prog.py`` against ``warpfix verify -- python prog.py``,
+each a whole process (interpreter start, imports, ``import warp`` and the verifier's own runs).
 Each program is run once first to fill Warp's kernel cache, so both timings see warm kernels.
-Wall times include interpreter start and `import warp` on both sides.
 """
 
 from __future__ import annotations
@@ -19,10 +20,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from warpfix.verify import run_verify  # noqa: E402
-
 PROGRAMS = REPO / "tests" / "verify_programs"
 
 
@@ -46,12 +43,21 @@ def programs() -> list[tuple[str, Path, list[str]]]:
     return out
 
 
+def timed_run(cmd: list[str], cwd: Path, extra_path: Path) -> tuple[float, int]:
+    """Wall seconds and exit code of one whole process."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(extra_path), os.environ.get("PYTHONPATH")])))
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start, done.returncode
+
+
 def plain_run(cwd: Path, cmd: list[str]) -> float:
     exe = [sys.executable, *cmd[1:]] if Path(cmd[0]).name.startswith("python") else cmd
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")])))
-    start = time.perf_counter()
-    subprocess.run(exe, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
+    return timed_run(exe, cwd, cwd)[0]
+
+
+def verify_run(cwd: Path, cmd: list[str]) -> tuple[float, int]:
+    return timed_run([sys.executable, "-m", "warpfix", "verify", "--", *cmd], cwd, REPO)
 
 
 def main() -> int:
@@ -68,9 +74,8 @@ def main() -> int:
         plain = statistics.median(plain_run(cwd, cmd) for _ in range(args.repeat))
         times, code = [], None
         for _ in range(args.repeat):
-            start = time.perf_counter()
-            code = run_verify(cmd, cwd=str(cwd), timeout=300).exit_code
-            times.append(time.perf_counter() - start)
+            seconds, code = verify_run(cwd, cmd)
+            times.append(seconds)
         verify = statistics.median(times)
         rows.append(verify / plain)
         print(f"{label:44} {plain:8.2f} {verify:9.2f} {verify / plain:6.2f}  {code}", flush=True)

@@ -144,6 +144,17 @@ async def code_actions(
     return [a for a in result or [] if isinstance(a, types.CodeAction)]
 
 
+async def resolved(client: LanguageClient, action: types.CodeAction) -> types.CodeAction:
+    """The action with its edit, resolving it as an editor does when the user picks it."""
+    if action.edit is not None:
+        return action
+    return await client.code_action_resolve_async(action)
+
+
+async def resolved_all(client: LanguageClient, actions: Sequence[types.CodeAction]) -> list[types.CodeAction]:
+    return [await resolved(client, a) for a in actions]
+
+
 # -- tests ------------------------------------------------------------------------------------
 
 
@@ -157,13 +168,15 @@ async def test_diagnostic_then_quick_fix_then_clean(client: LanguageClient, tmp_
     assert diag.range.start == types.Position(line=BUG_LINE, character=4)
     assert "requires_grad" in diag.message
     assert {r.message for r in diag.related_information or []} >= {"written here", "read here"}
-    assert diag.data["edits"], "the fix's edits travel with the diagnostic"
+    assert "edits" not in diag.data, "a lint computes no fix"
 
     actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
     (fix,) = [a for a in actions if a.title.startswith("WF201:")]
     assert fix.kind == types.CodeActionKind.QuickFix
     assert fix.is_preferred
     assert "(unsafe)" not in fix.title
+    assert fix.edit is None, "the edit is computed when the client resolves the action"
+    fix = await resolved(client, fix)
     assert list(fix.edit.changes) == [uri]
     fixed = apply_edits(BUGGY, fix.edit.changes[uri])
     assert "y = wp.zeros(n, dtype=float, requires_grad=True)" in fixed
@@ -191,6 +204,7 @@ async def test_fix_all_source_action(client: LanguageClient, tmp_path: Path) -> 
     actions = await code_actions(client, uri, [], only=[types.CodeActionKind.SourceFixAll])
     (fix_all,) = actions
     assert fix_all.kind == "source.fixAll.warpfix"
+    fix_all = await resolved(client, fix_all)
     fixed = apply_edits(BUGGY, fix_all.edit.changes[uri])
     await change(client, uri, 2, fixed)
     assert diagnostics(client, uri) == []
@@ -209,6 +223,7 @@ async def test_unsafe_fix_is_offered_and_marked(client: LanguageClient, tmp_path
     (fix,) = [a for a in actions if a.title.startswith("WF202:")]
     assert fix.title.endswith("(unsafe)")
     assert not fix.is_preferred
+    fix = await resolved(client, fix)
     fixed = apply_edits(UNSAFE, fix.edit.changes[uri])
     assert "enable_backward" not in fixed
     # the safe fix-all leaves unsafe fixes alone
@@ -290,7 +305,7 @@ async def test_fix_edit_covers_every_file_the_codemod_touches(client: LanguageCl
     (diag,) = diagnostics(client, uri)
     assert diag.code == "WF401"
     actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
-    (fix,) = [a for a in actions if a.title.startswith("WF401:")]
+    (fix,) = [a for a in await resolved_all(client, actions) if a.title.startswith("WF401:")]
     main_uri = (tmp_path / "main.py").as_uri()
     assert set(fix.edit.changes) == {uri, main_uri}
     kernels = apply_edits(KERNELS, fix.edit.changes[uri])
@@ -357,3 +372,44 @@ async def test_saving_checks_again(client: LanguageClient, tmp_path: Path) -> No
     )
     await until(lambda: diagnostics(client, uri) is not None, "diagnostics after save")
     assert [d.code for d in diagnostics(client, uri)] == ["WF201"]
+
+
+@pytest.mark.asyncio
+async def test_resolving_a_fix_of_a_changed_document_gives_no_edit(client: LanguageClient, tmp_path: Path) -> None:
+    uri = await open_file(client, tmp_path / "fit.py", BUGGY)
+    (diag,) = diagnostics(client, uri)
+    actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
+    (fix,) = [a for a in actions if a.title.startswith("WF201:")]
+    await change(client, uri, 2, "# moved\n" + BUGGY)
+    stale = await resolved(client, fix)
+    assert stale.edit is None, "an edit for version 1 would land one line off in version 2"
+
+
+NO_RESOLVE = types.ClientCapabilities(
+    text_document=types.TextDocumentClientCapabilities(
+        code_action=types.CodeActionClientCapabilities(
+            code_action_literal_support=types.ClientCodeActionLiteralOptions(
+                code_action_kind=types.ClientCodeActionKindOptions(value_set=[types.CodeActionKind.QuickFix])
+            )
+        )
+    )
+)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client_without_resolve(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(types.InitializeParams(capabilities=NO_RESOLVE))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_cannot_resolve_gets_the_edit_with_the_action(
+    client_without_resolve: LanguageClient, tmp_path: Path
+) -> None:
+    uri = await open_file(client_without_resolve, tmp_path / "fit.py", BUGGY)
+    (diag,) = diagnostics(client_without_resolve, uri)
+    actions = await code_actions(client_without_resolve, uri, [diag], only=[types.CodeActionKind.QuickFix])
+    (fix,) = [a for a in actions if a.title.startswith("WF201:")]
+    fixed = apply_edits(BUGGY, fix.edit.changes[uri])
+    assert "y = wp.zeros(n, dtype=float, requires_grad=True)" in fixed

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -19,6 +22,7 @@ from warpfix.model import Project, SourceFile, build_project, module_name_for
 from warpfix.model.taped import mark_taped
 from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
+from warpfix.rules.base import Rule
 from warpfix.runtime_rules import RUNTIME_IDS
 from warpfix.suppress import UNUSED_ID, filter_findings
 
@@ -26,6 +30,7 @@ __all__ = ["InputError", "discover", "read_source"]  # re-exported: discovery li
 
 CACHE_DIR = ".warpfix_cache"
 MAX_NESTING = 200  # AST depth beyond which the model's recursive walks cannot go
+PARALLEL_MIN_FILES = 32  # smaller projects check faster than a process pool starts
 
 
 @dataclass
@@ -106,7 +111,37 @@ def build_checked(files: dict[str, SourceFile], version: tuple[int, ...], errors
         return build_project(files, version)
 
 
-def _follow_imports(files: dict[str, SourceFile], errors: list[InputError]) -> None:
+
+
+class ParseCache:
+    """The last parse of each path, for a process that checks nearly the same files again and
+    again (the language server re-checks an open document's folder on every change). A parsed file
+    is only read by the model and the rules, never changed, so it can serve the next check of the
+    same text. Holds at most ``size`` paths (least recently used go first)."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[str, tuple[SourceFile | None, str | None]]] = OrderedDict()
+
+    def parse(self, path: str, text: str) -> tuple[SourceFile | None, str | None]:
+        hit = self._entries.get(path)
+        if hit is not None and hit[0] == text:
+            self._entries.move_to_end(path)
+            return hit[1]
+        result = parse_file(path, text)
+        self._entries[path] = (text, result)
+        self._entries.move_to_end(path)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return result
+
+
+ParseFn = Callable[[str, str], tuple[SourceFile | None, str | None]]
+
+
+def _follow_imports(
+    files: dict[str, SourceFile], errors: list[InputError], parse: ParseFn = parse_file
+) -> None:
     """Add the project modules that the given files import from the same tree (next to the importer)."""
     queue = list(files.values())
     known = {os.path.realpath(p) for p in files}
@@ -128,7 +163,7 @@ def _follow_imports(files: dict[str, SourceFile], errors: list[InputError]) -> N
                     text, err = read_source(cand)
                     if text is None or not _might_matter(text):
                         continue
-                    parsed, err = parse_file(os.path.normpath(cand), text)
+                    parsed, err = parse(os.path.normpath(cand), text)
                     if parsed is None:
                         errors.append(InputError(os.path.normpath(cand), err or "cannot parse"))
                         continue
@@ -143,11 +178,14 @@ def run_rules(
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
     config: Config | ProjectConfig | None = None,
+    jobs: int = 1,
 ) -> list[Finding]:
+    """The findings of every selected rule, deduplicated, suppressions applied, sorted. With
+    ``jobs > 1`` on a large project the rules run in forked workers (the output is the same)."""
     config = config or Config()
-    findings: dict[tuple[str, Span], Finding] = {}
     ran: list[str] = []
     runnable: list[str] = []
+    rules = []
     for rule_cls in all_rules():
         rule = rule_cls(warp_version=project.warp_version)
         if not rule.applies_to_warp(project.warp_version):
@@ -156,11 +194,19 @@ def run_rules(
         if not config.enables(rule_cls.id, None, select, ignore):
             continue
         ran.append(rule_cls.id)
-        try:
-            for f in rule.check(project):
-                findings.setdefault((f.rule, f.span), f)
-        except RecursionError:  # pathological nesting: skip the rule for this project
-            continue
+        rules.append(rule)
+    with _frozen_between_rules():
+        if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
+            per_rule = _check_forked(project, rules, jobs)
+        else:
+            per_rule = []
+            for rule in rules:
+                per_rule.append(_check_one(project, rule))
+                gc.freeze()  # what the rule built to stay (the traces) is never rescanned
+    findings: dict[tuple[str, Span], Finding] = {}
+    for found in per_rule:
+        for f in found:
+            findings.setdefault((f.rule, f.span), f)
     reported = [f for f in mark_taped(project, findings.values()) if config.enables(f.rule, f.path, select, ignore)]
     reported = [f if f.fix.safety is FixSafety.NONE or config.for_path(f.path).fixes(f.rule)
                 else dataclasses.replace(f, fix=Fix(FixSafety.NONE, f.fix.description)) for f in reported]
@@ -176,6 +222,82 @@ def run_rules(
     return out
 
 
+def _check_one(project: Project, rule: Rule) -> list[Finding]:
+    """One rule's findings; pathological nesting stops the rule where it is, never the check."""
+    found: list[Finding] = []
+    try:
+        for f in rule.check(project):
+            found.append(f)
+    except RecursionError:
+        pass
+    return found
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+# The project the forked rule workers read: set before the pool forks, so each worker inherits it
+# (with its traces) instead of receiving a pickled copy.
+_FORKED: tuple[Project, list[Rule]] | None = None
+
+
+def _check_forked(project: Project, rules: list[Rule], jobs: int) -> list[list[Finding]]:
+    """Each rule's findings, the rules spread over ``jobs`` forked processes (results in rule order)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _FORKED
+    project.traces  # noqa: B018 - interpret once, before forking: every worker shares the result
+    _FORKED = (project, rules)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_check_forked_rule, range(len(rules))))
+    finally:
+        _FORKED = None
+
+
+def _check_forked_rule(index: int) -> list[Finding]:
+    assert _FORKED is not None
+    project, rules = _FORKED
+    return _check_one(project, rules[index])
+
+
+@contextmanager
+def _frozen_between_rules() -> Iterator[None]:
+    """Keep the collector for the garbage rules make, but not rescanning the model: the objects
+    alive after each rule move to the permanent generation (``gc.freeze``), and back at the end."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a check builds its model. A check allocates
+    millions of AST nodes and model objects that all stay alive until it ends; each full collection
+    would rescan every one of them (a third of the parse time on large trees)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def check_sources(
     sources: dict[str, str],
     *,
@@ -184,21 +306,25 @@ def check_sources(
     config: Config | ProjectConfig | None = None,
     warp_version: tuple[int, ...] | None = None,
     follow_imports: bool = False,
+    parse_cache: ParseCache | None = None,
 ) -> CheckResult:
     """Check in-memory sources (tests, the language server). Paths are used as given."""
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
-    for path, text in sources.items():
-        if not _might_matter(text):
-            continue
-        parsed, err = parse_file(path, text)
-        if parsed is None:
-            errors.append(InputError(path, err or "cannot parse"))
-        else:
-            files[path] = parsed
-    if follow_imports:
-        _follow_imports(files, errors)
-    project = build_checked(files, warp_version or installed_warp_version(), errors)
+    parse = parse_cache.parse if parse_cache is not None else parse_file
+    with _collector_paused():
+        for path, text in sources.items():
+            if not _might_matter(text):
+                continue
+            parsed, err = parse(path, text)
+            if parsed is None:
+                errors.append(InputError(path, err or "cannot parse"))
+            else:
+                files[path] = parsed
+    with _collector_paused():
+        if follow_imports:
+            _follow_imports(files, errors, parse)
+        project = build_checked(files, warp_version or installed_warp_version(), errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})
 
@@ -213,7 +339,8 @@ def check_paths(
     use_cache: bool = True,
     warp_version: tuple[int, ...] | None = None,
 ) -> CheckResult:
-    """Check files and folders. Unreadable or unparsable files become errors; the rest is checked."""
+    """Check files and folders. Unreadable or unparsable files become errors; the rest is checked.
+    ``jobs``: processes for the rules (0: one per core)."""
     config = config or Config()
     version = warp_version or installed_warp_version()
     found = discover(paths, config)
@@ -233,38 +360,30 @@ def check_paths(
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
                                skipped=dict(found.skipped))
-    parsed, parse_errors = _parse_all(relevant, jobs)
-    files = dict(parsed)
-    _follow_imports(files, parse_errors)
-    project = build_checked(files, version, parse_errors)
-    findings = run_rules(project, select=select, ignore=ignore, config=config)
+    with _collector_paused():
+        files, parse_errors = _parse_all(relevant)
+        _follow_imports(files, parse_errors)
+        project = build_checked(files, version, parse_errors)
+    findings = run_rules(project, select=select, ignore=ignore, config=config,
+                         jobs=jobs if jobs > 0 else default_jobs())
     if key is not None:
         _cache_store(key, findings, parse_errors)
     sources = {p: s.text for p, s in files.items()}
     return CheckResult(findings, errors + parse_errors, len(texts), sources, skipped=dict(found.skipped))
 
 
-def _parse_all(texts: dict[str, str], jobs: int) -> tuple[dict[str, SourceFile], list[InputError]]:
+def _parse_all(texts: dict[str, str]) -> tuple[dict[str, SourceFile], list[InputError]]:
+    """Parse in this process: sending syntax trees back from worker processes costs more than
+    parsing them (measured: twice the CPU and a longer wall time on warp's sources)."""
     out: dict[str, SourceFile] = {}
     errors: list[InputError] = []
-    items = sorted(texts.items())
-    if jobs > 1 and len(items) > 64:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(_parse_item, items, chunksize=16))
-    else:
-        results = [_parse_item(item) for item in items]
-    for (path, _), (parsed, err) in zip(items, results, strict=True):
+    for path, text in sorted(texts.items()):
+        parsed, err = parse_file(path, text)
         if parsed is None:
             errors.append(InputError(path, err or "cannot parse"))
         else:
             out[path] = parsed
     return out, errors
-
-
-def _parse_item(item: tuple[str, str]) -> tuple[SourceFile | None, str | None]:
-    return parse_file(*item)
 
 
 # ---------------------------------------------------------------------------------- cache

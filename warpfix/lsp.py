@@ -2,12 +2,15 @@
 
 - Diagnostics on open and save, and on change after a short pause (debounced). Each carries
   the rule ID as its code, a link to the rule doc where the package declares a
-  ``Documentation`` URL, the related places, and in ``data`` the fix's edits, so that a code
-  action needs no second lint (the approach of ruff's server).
+  ``Documentation`` URL, the related places, and in ``data`` which finding it is. No fix is
+  computed for a diagnostic: a codemod rewrites whole files, far too slow to run per finding
+  on every keystroke.
 - Code actions: one quick fix per finding that has a fix (a ``WorkspaceEdit`` over every file
   the codemod touches; unsafe fixes are offered with "(unsafe)" in the title and are never
   preferred), "Disable WFnnn for this line" (adds ``# warpfix: ignore[WFnnn]``), and
-  ``source.fixAll.warpfix`` with every safe fix of the file.
+  ``source.fixAll.warpfix`` with every safe fix of the file. The edits of a fix are computed
+  when the client resolves the action (``codeAction/resolve``), or in the ``codeAction``
+  request itself for a client that cannot resolve edits; never for an action not asked for.
 - Hover over a finding shows its rule's documentation.
 
 The open Python documents of the editor are checked together with the other Python files of
@@ -36,14 +39,13 @@ from functools import partial
 from typing import Any
 
 from lsprotocol import types
-from lsprotocol.converters import get_converter
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import PositionCodec
 
 from warpfix import __version__
 from warpfix.config import Config, ConfigError, load_config
-from warpfix.engine import CheckResult, InputError, check_sources, read_source
+from warpfix.engine import CheckResult, InputError, ParseCache, check_sources, read_source
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.report.base import rule_doc_url
 from warpfix.report.diff import line_hunks
@@ -52,7 +54,7 @@ from warpfix.rules import rule_by_id
 
 SOURCE = "warpfix"
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
-DEBOUNCE_SECONDS = 0.3
+DEBOUNCE_SECONDS = 0.1  # coalesces a burst of keystrokes; a lint of a stale version is dropped
 MAX_NEIGHBOURS = 200  # Python files read per folder of an open document
 _SEVERITY = {
     Severity.ERROR: types.DiagnosticSeverity.Error,
@@ -61,7 +63,6 @@ _SEVERITY = {
 }
 _IGNORE_LIST = re.compile(r"(#\s*warpfix:\s*ignore)\[([^\]]*)\]", re.IGNORECASE)
 _BARE_IGNORE = re.compile(r"#\s*warpfix:\s*ignore(?!\[)", re.IGNORECASE)
-_converter = get_converter()
 
 
 # -- edits ------------------------------------------------------------------------------------
@@ -156,6 +157,7 @@ class _Snapshot:
     codec: PositionCodec
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
+    parse_cache: ParseCache | None = None  # the server's: only the worker thread uses it
 
 
 def _anchored(config: Config) -> Config:
@@ -186,6 +188,8 @@ class WarpfixServer(LanguageServer):
         self.ignore: list[str] = []
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warpfix-lint")
+        self.resolves_edits = False  # the client fills a code action's edit with codeAction/resolve
+        self.parse_cache = ParseCache()  # unchanged neighbours are not parsed again on each change
 
     # -- linting ----------------------------------------------------------------------------
     def _python_documents(self) -> dict[str, Any]:
@@ -214,6 +218,7 @@ class WarpfixServer(LanguageServer):
             codec=self.workspace.position_codec,
             select=list(self.select),
             ignore=list(self.ignore),
+            parse_cache=self.parse_cache,
         )
 
     def log(self, kind: types.MessageType, message: str) -> None:
@@ -241,8 +246,6 @@ class WarpfixServer(LanguageServer):
         finally:
             if self._pending.get(uri) is asyncio.current_task():
                 del self._pending[uri]
-        for problem in published.problems:
-            self.log(types.MessageType.Error, problem)
         for doc_uri, (checked, diagnostics) in published.documents.items():
             current = self.workspace.text_documents.get(doc_uri)
             if current is None or current.version != checked.version:
@@ -280,6 +283,8 @@ class WarpfixServer(LanguageServer):
             fix_all = await self._fix_all(uri)
             if fix_all is not None:
                 actions.append(fix_all)
+        if not self.resolves_edits:
+            actions = [await self.resolve(a) if a.edit is None else a for a in actions]
         return actions
 
     def _quick_fixes(self, uri: str, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
@@ -287,23 +292,19 @@ class WarpfixServer(LanguageServer):
         rule = str(data.get("rule", diagnostic.code))
         actions = []
         doc = self.workspace.text_documents.get(uri)
-        edits = data.get("edits")
-        # Edits computed for an older version of the document would land in the wrong place;
+        checked = self.checked.get(uri)
+        # A diagnostic of an older version of the document names a finding that may have moved;
         # the lint of the current version publishes fresh ones.
-        if edits and doc is not None and data.get("version") == doc.version:
+        current = doc is not None and checked is not None and data.get("version") == doc.version == checked.version
+        if current and data.get("fix") and isinstance(data.get("span"), list):
             unsafe = data.get("safety") == FixSafety.UNSAFE.value
             actions.append(
                 types.CodeAction(
                     title=f"{rule}: {data.get('fix', 'apply the fix')}" + (" (unsafe)" if unsafe else ""),
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[diagnostic],
-                    edit=types.WorkspaceEdit(
-                        changes={
-                            u: [_converter.structure(e, types.TextEdit) for e in es]
-                            for u, es in edits.items()
-                        }
-                    ),
                     is_preferred=not unsafe,
+                    data={"uri": uri, "version": doc.version, "rule": rule, "span": data["span"]},
                 )
             )
         if doc is not None:
@@ -326,29 +327,44 @@ class WarpfixServer(LanguageServer):
 
     async def _fix_all(self, uri: str) -> types.CodeAction | None:
         checked = await self.checked_now(uri)
-        if checked is None:
+        if checked is None or not any(f.fix.safety is FixSafety.SAFE for f in checked.findings):
             return None
-        safe = [f for f in checked.findings if f.fix.safety is FixSafety.SAFE]
-        if not safe:
-            return None
+        data = {"uri": uri, "version": checked.version, "all": True}
+        return types.CodeAction(title="warpfix: fix all safe fixes", kind=FIX_ALL_KIND, data=data)
+
+    async def resolve(self, action: types.CodeAction) -> types.CodeAction:
+        """Fill in the edit of a fix action (the codemods run here, in the worker thread). An action
+        for a version of the document that is no longer current comes back without an edit."""
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        checked = self.checked.get(uri) if isinstance(uri, str) else None
+        doc = self.workspace.text_documents.get(uri) if isinstance(uri, str) else None
+        if checked is None or doc is None or not data.get("version") == doc.version == checked.version:
+            return action
+        if data.get("all"):
+            findings = [f for f in checked.findings if f.fix.safety is FixSafety.SAFE]
+            unsafe = False
+        else:
+            findings = [f for f in checked.findings if f.rule == data.get("rule") and _span_key(f) == data.get("span")]
+            unsafe = True
+        if not findings:
+            return action
         loop = asyncio.get_running_loop()
-        changes = await loop.run_in_executor(
-            self._worker, partial(fix_changes, checked.sources, safe, unsafe=False)
-        )
-        if not changes:
-            return None
-        known = {_path_of(u): u for u in self.workspace.text_documents}
-        codec = self.workspace.position_codec
-        return types.CodeAction(
-            title="warpfix: fix all safe fixes",
-            kind=FIX_ALL_KIND,
-            edit=types.WorkspaceEdit(
-                changes={
-                    _uri_of(p, known): text_edits(old, new, codec)
-                    for p, (old, new) in sorted(changes.items())
-                }
-            ),
-        )
+        try:
+            changes = await loop.run_in_executor(
+                self._worker, partial(fix_changes, checked.sources, findings, unsafe=unsafe)
+            )
+        except Exception:  # a codemod bug costs this fix, not the server
+            self.log(types.MessageType.Error, f"fix of {data.get('rule', 'all')} in {uri} failed:\n"
+                     f"{traceback.format_exc()}")
+            return action
+        if changes:
+            known = {_path_of(u): u for u in self.workspace.text_documents}
+            codec = self.workspace.position_codec
+            action.edit = types.WorkspaceEdit(
+                changes={_uri_of(p, known): text_edits(old, new, codec) for p, (old, new) in sorted(changes.items())}
+            )
+        return action
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:
         checked = self.checked.get(params.text_document.uri)
@@ -407,17 +423,17 @@ def _neighbours(paths: Sequence[str]) -> dict[str, str]:
 
 @dataclass
 class _Lint:
-    """What one lint produced: per open document its state and diagnostics, and what to log."""
+    """What one lint produced: per open document its state and diagnostics."""
 
     documents: dict[str, tuple[_Checked, list[types.Diagnostic]]]
-    problems: list[str]
 
 
 def lint_snapshot(snap: _Snapshot) -> _Lint:
     """Check every document of the snapshot; the diagnostics of each open document."""
     project = {**_neighbours(list(snap.sources)), **snap.sources}
     result: CheckResult = check_sources(
-        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True
+        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True,
+        parse_cache=snap.parse_cache,
     )
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
@@ -425,12 +441,12 @@ def lint_snapshot(snap: _Snapshot) -> _Lint:
         if finding.path in by_path:
             by_path[finding.path].append(finding)
     errors = {e.path: e for e in result.errors if e.path in by_path}
-    out = _Lint({}, [])
+    out = _Lint({})
     for path, findings in by_path.items():
         uri = snap.uris[path]
         lines = snap.sources[path].splitlines(keepends=True)
         diagnostics = [
-            _diagnostic(f, lines, sources, snap, snap.versions.get(uri), out.problems) for f in findings
+            _diagnostic(f, lines, sources, snap, snap.versions.get(uri)) for f in findings
         ]
         if path in errors:
             diagnostics.insert(0, _error_diagnostic(errors[path], snap.sources[path], snap.codec))
@@ -450,25 +466,11 @@ def _diagnostic(
     sources: Mapping[str, str],
     snap: _Snapshot,
     version: int | None,
-    problems: list[str],
 ) -> types.Diagnostic:
     data: dict[str, Any] = {"rule": finding.rule, "safety": finding.fix.safety.value, "version": version}
     if finding.fix.safety is not FixSafety.NONE:
         data["fix"] = finding.fix.description
-        try:
-            changes = fix_changes(sources, [finding], unsafe=True)
-        except Exception:  # a codemod bug costs this quick fix, not the diagnostics
-            problems.append(
-                f"fix of {finding.rule} at {finding.path}:{finding.line} failed:\n{traceback.format_exc()}"
-            )
-            changes = {}
-        if changes:
-            data["edits"] = {
-                _uri_of(path, snap.uris): [
-                    _converter.unstructure(e) for e in text_edits(old, new, snap.codec)
-                ]
-                for path, (old, new) in sorted(changes.items())
-            }
+        data["span"] = _span_key(finding)
     related = []
     for span, message in finding.related:
         other = lines if span.path == finding.path else sources.get(span.path, "").splitlines(keepends=True)
@@ -485,6 +487,12 @@ def _diagnostic(
         related_information=related or None,
         data=data,
     )
+
+
+def _span_key(finding: Finding) -> list[int]:
+    """Which finding of a lint a diagnostic or an action stands for (with its rule)."""
+    s = finding.span
+    return [s.line, s.column, s.end_line, s.end_column]
 
 
 def _error_diagnostic(error: InputError, text: str, codec: PositionCodec) -> types.Diagnostic:
@@ -521,6 +529,9 @@ def create_server() -> WarpfixServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: WarpfixServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
+        code_action = params.capabilities.text_document and params.capabilities.text_document.code_action
+        resolvable = code_action and code_action.resolve_support and code_action.resolve_support.properties
+        ls.resolves_edits = bool(code_action and code_action.data_support and "edit" in (resolvable or ()))
         if isinstance(options, dict):
             ls.select = [str(s).upper() for s in options.get("select", [])]
             ls.ignore = [str(s).upper() for s in options.get("ignore", [])]
@@ -548,7 +559,9 @@ def create_server() -> WarpfixServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
+        ),
     )
     async def code_action(ls: WarpfixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
@@ -556,6 +569,14 @@ def create_server() -> WarpfixServer:
         except Exception:
             ls.log(types.MessageType.Error, f"code actions failed:\n{traceback.format_exc()}")
             return []
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def code_action_resolve(ls: WarpfixServer, action: types.CodeAction) -> types.CodeAction:
+        try:
+            return await ls.resolve(action)
+        except Exception:
+            ls.log(types.MessageType.Error, f"resolving a code action failed:\n{traceback.format_exc()}")
+            return action
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: WarpfixServer, params: types.HoverParams) -> types.Hover | None:

@@ -50,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--show-settings", action="store_true", help="print the settings of the first path and exit")
     g.add_argument("--show-files", action="store_true", help="print the files that would be checked and exit")
     g.add_argument("-w", "--watch", action="store_true", help="check again whenever a checked file changes")
-    g.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="parse files in N processes")
+    g.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="run the rules in N processes (default 0: one per core; 1: no workers)")
     add_debug_arg(p)
     p.set_defaults(run=run)
 
@@ -92,7 +93,7 @@ def run_check(args: argparse.Namespace, config: ProjectConfig, paths: list[str],
     select, ignore = split_ids(args.select), split_ids(args.ignore)
     if stdin is None:
         return check_paths(
-            paths, select=select, ignore=ignore, config=config, jobs=max(1, args.jobs),
+            paths, select=select, ignore=ignore, config=config, jobs=max(0, args.jobs),
             use_cache=not args.no_cache, warp_version=version,
         ), version
     text, problem = decode(stdin, sys.stdin.buffer.read())

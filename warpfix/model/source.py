@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import itertools
+from array import array
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
@@ -76,6 +78,7 @@ class SourceFile:
     _nodes: list[ast.AST] | None = None
     parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
     _by_type: dict[tuple[type, ...], list] = field(default_factory=dict)
+    _positions: dict[type, array] | None = None
 
     @classmethod
     def parse(cls, path: str, text: str, module_name: str = "") -> SourceFile:
@@ -107,9 +110,31 @@ class SourceFile:
         """The nodes of the given types, in ``ast.walk`` order (cached per type tuple)."""
         hit = self._by_type.get(types)
         if hit is None:
-            hit = [n for n in self.nodes if isinstance(n, types)]
+            if all(type(t) is type for t in types):  # plain classes: isinstance is issubclass of type()
+                groups = self._positions_by_class()
+                matching = [pos for cls, pos in groups.items() if issubclass(cls, types)]
+                positions = matching[0] if len(matching) == 1 else sorted(itertools.chain(*matching))
+                nodes = self.nodes
+                hit = [nodes[i] for i in positions]
+            else:  # ast.Num and friends answer isinstance through their metaclass
+                hit = [n for n in self.nodes if isinstance(n, types)]
             self._by_type[types] = hit
         return hit
+
+    def _positions_by_class(self) -> dict[type, array]:
+        """Positions in :attr:`nodes` of each node class (one pass; every query after it is a lookup;
+        compact arrays, not lists of ints: they live as long as the file)."""
+        if self._positions is None:
+            groups: dict[type, array] = {}
+            for i, n in enumerate(self.nodes):
+                cls = type(n)
+                group = groups.get(cls)
+                if group is None:
+                    groups[cls] = array("l", (i,))
+                else:
+                    group.append(i)
+            self._positions = groups
+        return self._positions
 
     @property
     def lines(self) -> list[str]:
