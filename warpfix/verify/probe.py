@@ -286,6 +286,7 @@ class Tracer:
         self.capture: ProbeGraph | None = None  # the graph capture in progress
         self.replaying: ProbeGraph | None = None  # the graph capture_launch replays now
         self.notes: list[str] = []
+        self.forced_site: tuple[str, int, str | None] | None = None  # the call site of a replayed captured call
         self.pending: list[PendingCompare] = []
         self.leaf_read: dict[int, int] = {}  # info.order -> op index where the latest backward's tape first read it
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
@@ -304,7 +305,10 @@ class Tracer:
         return self.enabled and self.mode == "window" and self.depth == 0 and self.capture is None
 
     def site(self) -> tuple[str, int]:
-        """(path relative to cwd, line) of the innermost user frame: where the program called Warp."""
+        """(path relative to cwd, line) of the innermost user frame: where the program called Warp
+        (for a replayed graph: where the captured call was made)."""
+        if self.forced_site is not None:
+            return self.forced_site[0], self.forced_site[1]
         frame = self.user_frame()
         if frame is None:
             return "<unknown>", 0
@@ -312,6 +316,8 @@ class Tracer:
 
     def library_site(self) -> str | None:
         """``path:line`` of the innermost library frame that called Warp, when it is not the program's."""
+        if self.forced_site is not None:
+            return self.forced_site[2]
         frame = sys._getframe(1)
         while frame is not None:
             fn = frame.f_code.co_filename
@@ -394,6 +400,10 @@ class Tracer:
                         for attr, item in attrs.items():
                             if item is arr:
                                 return f"{name}.{attr}"
+                            if isinstance(item, self.wp._src.codegen.StructInstance):
+                                for path, held in self.struct_arrays(item):
+                                    if held is arr:
+                                        return f"{name}.{attr}.{path}"
         return None
 
     def touch(self, arr: Any, frame: Any, label: str = "") -> ArrayInfo:
@@ -629,7 +639,7 @@ class Tracer:
             frozen = {"inputs": fi, "outputs": fo, "device": device, "record_tape": False, "max_blocks": max_blocks}
             if block_dim is not None:
                 frozen["block_dim"] = block_dim
-            self.capture.events.append(lambda: self.on_launch(orig, (kernel, dim), frozen, as_tape=tape))
+            self.capture_event(lambda: self.on_launch(orig, (kernel, dim), frozen, as_tape=tape))
             self.capture_save([arr for arr, _, _ in self.array_args(inputs + outputs)])
         if not self.tracing():
             return orig(*args, **kwargs)
@@ -658,7 +668,7 @@ class Tracer:
             known_write = is_write or pos >= len(inputs)
             # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
-        if taped and flags and as_tape is None:
+        if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
         return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
                               lambda: orig(*args, **kwargs), replay)  # fmt: skip
@@ -707,7 +717,7 @@ class Tracer:
         tape = as_tape if as_tape is not None else (runtime.tape if taped else None)
         if self.capture is not None:
             frozen = {"dest_offset": dest_offset, "src_offset": src_offset, "count": count}
-            self.capture.events.append(lambda: self.on_copy(orig, (dest, src), frozen, as_tape=tape))
+            self.capture_event(lambda: self.on_copy(orig, (dest, src), frozen, as_tape=tape))
             self.capture_save([dest])
         if not self.tracing():
             return orig(*args, **kwargs)
@@ -716,7 +726,7 @@ class Tracer:
         def replay() -> None:
             orig(d_alias, s_alias, dest_offset=dest_offset, src_offset=src_offset, count=count)
 
-        if taped and as_tape is None:
+        if taped:
             path, line = self.site()
             if id(dest) in self.tracker_read:
                 msg = "an array copy writes an array already read by an earlier launch on the tape"
@@ -744,7 +754,7 @@ class Tracer:
             return self.wp.copy(arr, src)
         frozen = self.wp.array(np.array(src, copy=True), dtype=arr.dtype, device="cpu")
         if self.capture is not None:
-            self.capture.events.append(lambda: self.on_assign(orig, arr, frozen))
+            self.capture_event(lambda: self.on_assign(orig, arr, frozen))
             self.capture_save([arr])
         if not self.tracing():
             return orig(arr, src)
@@ -761,7 +771,7 @@ class Tracer:
             return orig(arr, *value)
         frozen = tuple(self.freeze(v) for v in value)
         if self.capture is not None:
-            self.capture.events.append(lambda: self.on_fill(orig, kind, arr, *frozen))
+            self.capture_event(lambda: self.on_fill(orig, kind, arr, *frozen))
             self.capture_save([arr])
         if not self.tracing():
             return orig(arr, *value)
@@ -783,6 +793,21 @@ class Tracer:
         path, line = self.site()
         self.capture = ProbeGraph(f"{path}:{line}")
         self.note(f"the graph captured at {path}:{line} runs eagerly under the probe at each capture_launch")
+
+    def capture_event(self, call: Callable[[], Any]) -> None:
+        """Keep a captured call for replay, with the program line that made it."""
+        assert self.capture is not None
+        path, line = self.site()
+        where = (path, line, self.library_site())
+
+        def event() -> None:
+            outer, self.forced_site = self.forced_site, where
+            try:
+                call()
+            finally:
+                self.forced_site = outer
+
+        self.capture.events.append(event)
 
     def capture_save(self, arrays: list[Any]) -> None:
         """Keep the pre-capture contents of arrays the captured work may write (restored at capture end)."""
@@ -831,7 +856,7 @@ class Tracer:
 
     def on_reset(self, orig: Callable, tape: Any) -> Any:
         if self.capture is not None and self.hooked():
-            self.capture.events.append(lambda: self.on_reset(orig, tape))
+            self.capture_event(lambda: self.on_reset(orig, tape))
         self.tape_since[id(tape)] = len(self.ops)
         for launch in tape.launches:
             if isinstance(launch, list):
@@ -844,7 +869,7 @@ class Tracer:
             return orig(tape, loss, grads)
         if self.capture is not None:
             # recorded for capture_launch; run now only so the tape is complete (undone at capture end)
-            self.capture.events.append(lambda: self.on_backward(orig, tape, loss, grads))
+            self.capture_event(lambda: self.on_backward(orig, tape, loss, grads))
             grads_of = [g for g in tape.gradients.values() if self.is_array(g)]
             for launch in tape.launches:
                 if isinstance(launch, list):
