@@ -28,8 +28,15 @@ import os
 import sys
 
 if os.environ.get("{out}"):
-    from {pkg}.probe import bootstrap
+    try:
+        from {pkg}.probe import bootstrap
+    except Exception as exc:  # the interpreter lacks numpy or warp: one line, and the program does not run
+        import json
 
+        with open(os.environ["{out}"], "w") as f:
+            why = "the program's interpreter %s cannot load the probe: %s: %s" % (sys.executable, type(exc).__name__, exc)
+            json.dump({{"backwards": [], "findings": [], "error": why, "stopped": "probe"}}, f)
+        os._exit(0)
     bootstrap()
 _here = os.path.dirname(os.path.abspath(__file__))
 del sys.modules["sitecustomize"]
