@@ -900,7 +900,10 @@ class Tracer:
                 if self.is_param_candidate(info) and info.arr is not loss and not any(
                     w >= op.index for w in info.writes_at
                 ):
-                    self.leaf_read[info.order] = op.index
+                    # perturbed where its value was last set: the window's first read, or right after the
+                    # last write before this tape read it (a gradient check assigning the parameter)
+                    set_at = max(info.writes_at, default=None)
+                    self.leaf_read[info.order] = info.first_read if set_at is None else set_at + 1
                     leaves.append(info)
         if self.verified:
             known = {id(i) for i in self.window_params}
@@ -1336,7 +1339,7 @@ class Tracer:
             self.flush_pending()
         if self.error is None and not self.backwards:
             self.error = {
-                "program-exit": "the program finished without calling tape.backward",
+                "program-exit": "the program finished without calling tape.backward(loss)",
                 "cap": f"no tape.backward within the first {len(self.ops)} operations",
             }.get(why)
         if self.error is None and self.backwards and not any(b["params"] for b in self.backwards):
@@ -1491,6 +1494,10 @@ def bootstrap() -> None:
         if device:
             wp.init()
             wp.set_device(device)
+    except Exception as exc:  # noqa: BLE001
+        tracer.error = f"cannot use device {device!r}: {exc}"
+        tracer.finish("device")
+    try:
         tracer.install()
     except Exception as exc:  # noqa: BLE001
         tracer.error = f"the probe cannot start in {sys.executable}: {type(exc).__name__}: {exc}"
