@@ -134,6 +134,7 @@ def make_finding(
     *,
     classified_as: str | None = None,
     related: list[dict[str, Any]] | None = None,
+    severity: str | None = None,
 ) -> Finding:
     """Build a verify finding located at the start of a source line (the program's line).
 
@@ -141,7 +142,7 @@ def make_finding(
     ``data["classified_as"]`` for the fixer, and said in the message); ``related`` holds the
     library line that called Warp.
     """
-    name, severity, fix = RULE_INFO[rule]
+    name, default_severity, fix = RULE_INFO[rule]
     data = dict(data or {})
     count = data.get("count", 1)
     if count > 1:
@@ -152,7 +153,7 @@ def make_finding(
     return Finding(
         rule=rule,
         name=name,
-        severity=severity,
+        severity=Severity(severity) if severity else default_severity,
         span=_span(path, line),
         message=message,
         fix=Fix(FixSafety.NONE, fix),
@@ -186,7 +187,7 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
     ]
     findings = [
         make_finding(f["rule"], f["path"], int(f["line"]), f["message"], f.get("data"),
-                     classified_as=f.get("classified_as"), related=f.get("related"))  # fmt: skip
+                     classified_as=f.get("classified_as"), related=f.get("related"), severity=f.get("severity"))  # fmt: skip
         for f in raw.get("findings", [])
     ]
     return VerifyReport(backwards=backwards, findings=findings, error=raw.get("error"), stopped=raw.get("stopped", ""),
