@@ -284,11 +284,14 @@ class Tracer:
         self.fd_seconds = 0.0
         self.rng = np.random.default_rng(0)
         self.main_dir: str | None = None
+        self.program_files: dict[str, bool] = {}  # code filename -> is it the program's
+        self.relpaths: dict[str, str] = {}
         self.capture: ProbeGraph | None = None  # the graph capture in progress
         self.replaying: ProbeGraph | None = None  # the graph capture_launch replays now
         self.notes: list[str] = []
         self.forced_site: tuple[str, int, str | None] | None = None  # the call site of a replayed captured call
         self.pending: list[PendingCompare] = []
+        self.fd_deadline = math.inf  # perf_counter() time at which the running comparison stops
         self.leaf_read: dict[int, int] = {}  # info.order -> op index where the latest backward's tape first read it
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
 
@@ -332,16 +335,23 @@ class Tracer:
     def is_program(self, filename: str) -> bool:
         """True for the program's own files: outside Warp, this probe and installed libraries, or in
         the folder of the ``__main__`` file (an example run from inside a package)."""
+        known = self.program_files.get(filename)
+        if known is None:
+            known = self.program_files[filename] = self._is_program(filename)
+        return known
+
+    def _is_program(self, filename: str) -> bool:
         real = _real(filename)
-        if real.startswith(_SKIP_DIRS):
-            return False
-        if not _is_library(real):
-            return True
         if self.main_dir is None:
             main_file = getattr(sys.modules.get("__main__"), "__file__", None)
             if main_file:
                 self.main_dir = os.path.join(os.path.dirname(_real(main_file)), "")
-        return self.main_dir is not None and real.startswith(self.main_dir)
+                self.program_files.clear()
+        if self.main_dir is not None and real.startswith(self.main_dir) and not real.startswith(_SKIP_DIRS[1:]):
+            return True  # an example run from inside an installed package (warp/examples, newton/examples)
+        if real.startswith(_SKIP_DIRS):
+            return False
+        return not _is_library(real)
 
     def user_frame(self) -> Any:
         frame = sys._getframe(1)
@@ -353,6 +363,12 @@ class Tracer:
         return None
 
     def relpath(self, path: str) -> str:
+        out = self.relpaths.get(path)
+        if out is None:
+            out = self.relpaths[path] = self._relpath(path)
+        return out
+
+    def _relpath(self, path: str) -> str:
         ap = os.path.abspath(path)
         try:
             rel = os.path.relpath(ap, self.cwd)
@@ -1024,6 +1040,7 @@ class Tracer:
                 spent = f"not compared: the FD time budget ({FD_BUDGET_S:g} s) is spent"
                 job.entry["note"] = f"{job.entry['note']}; {spent}" if job.entry.get("note") else spent
                 continue
+            self.fd_deadline = started + max(FD_BUDGET_S - self.fd_seconds, 0.0)
             with self.paused():
                 try:
                     job.entry["params"] = self.compare(job, chosen)
@@ -1253,6 +1270,9 @@ class Tracer:
                 vectors.append(("direction", None, self.rng.choice([-1.0, 1.0], size=n) * scale))
         ladders: list[tuple[str, int | None, float, list[judge.StepResult]]] = []
         for kind, idx, v in vectors:
+            if time.perf_counter() > self.fd_deadline:
+                reason = f"the FD time budget ({FD_BUDGET_S:g} s) ran out before this parameter was judged"
+                return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
             ad_v = float(np.dot(grad, v))
             nz = v != 0.0
             t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
