@@ -388,6 +388,8 @@ class Tracer:
             return
         finding: dict[str, Any] = {"rule": rule, "path": path, "line": line, "message": message, "data": data,
                                    "classified_as": classified_as}  # fmt: skip
+        if classified_as == "WF103":
+            finding["severity"] = "error"  # one object as input and output of a taped launch: never intended
         if library and library != f"{path}:{line}":
             lib_path, _, lib_line = library.rpartition(":")
             finding["related"] = [{"path": lib_path, "line": int(lib_line), "message": "the library line that called Warp"}]
