@@ -108,6 +108,7 @@ def test_missing_tape_zero_is_wf903():
     report = verify("python", "missing_zero.py")
     wf903 = [f for f in report.findings if f.rule == "WF903"]
     assert [f.data["array"] for f in wf903] == ["k"]
+    assert wf903[0].data["classified_as"] == "WF301"  # the static rule whose codemod inserts tape.zero()
     assert report.exit_code == 1
 
 

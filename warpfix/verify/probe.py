@@ -1181,24 +1181,29 @@ class Tracer:
         return out
 
     def check_accumulated(self, params: list[ArrayInfo], path: str, line: int, used: set[int]) -> None:
-        """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses)."""
+        """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses).
+        One finding per backward: one missing ``tape.zero()`` leaves every gradient of the tape summed."""
+        stale: list[tuple[ArrayInfo, float]] = []
         with self.paused():
             for info in params:
-                if id(info.arr) not in used:
-                    continue
                 g = info.arr.grad
-                if g is None:
+                if id(info.arr) not in used or g is None:
                     continue
                 vals = _flat(g.numpy())
                 if np.any(vals != 0.0):
-                    msg = (
-                        f"`{info.name}.grad` is already non-zero (max |g| = {np.max(np.abs(vals)):.4g}) when the "
-                        "next iteration's backward starts: gradients from the previous iteration are summed in "
-                        "(missing tape.zero())"
-                    )
-                    fam = self.family_of(info)
-                    self.add_finding("WF903", path, line, msg, ("WF903", path, line, fam), classified_as="WF301",
-                                     array=info.name, family=fam)  # fmt: skip
+                    stale.append((info, float(np.max(np.abs(vals)))))
+        if not stale:
+            return
+        # name the array the program trains (or at least names) first
+        stale.sort(key=lambda item: (not item[0].trained, item[0].name.startswith("array#"), -item[1]))
+        info, worst = stale[0]
+        others = f" (and {len(stale) - 1} other gradient(s) of this tape)" if len(stale) > 1 else ""
+        msg = (
+            f"`{info.name}.grad`{others} is already non-zero (max |g| = {worst:.4g}) when the next iteration's "
+            "backward starts: gradients from the previous iteration are summed in (missing tape.zero())"
+        )
+        self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
+                         array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
 
     # ----------------------------------------------------------------- FD
     def restore(self, infos: list[ArrayInfo], source: dict[int, Any] | None = None) -> None:
