@@ -1,6 +1,7 @@
 """Child side of `warpfix verify`: run the user's program under hooks and verify its first iterations.
 
-Run as ``python -m warpfix.verify.probe (--script FILE | --module NAME) -- ARGS...`` with
+Started by :func:`bootstrap`, from the ``sitecustomize`` the runner puts on the program's
+``PYTHONPATH`` (a copy of this package alone: relative imports, only warp and numpy), with
 ``WARPFIX_VERIFY_OUT`` naming the JSON result file (see :mod:`warpfix.verify.runner`).
 
 What it does (DESIGN.md, "FD verification without a user harness"):
@@ -9,8 +10,11 @@ What it does (DESIGN.md, "FD verification without a user harness"):
   records every operation of the first training iteration (the *window*), taped or not,
   with frozen arguments, and snapshots every array the first time an operation touches it;
   then does the same for the next iteration (window 1), where bugs dormant at iteration 0 show;
-* at each ``tape.backward(loss)`` compares the gradient that backward adds to every leaf
-  parameter with central FD of that loss, replaying the whole window from the snapshots;
+* at each ``tape.backward`` keeps the gradient that backward adds to every leaf parameter;
+  when the program updates parameters from gradients (its optimizer step) compares those with
+  central FD of the backward's objective (the loss, or ``sum(seed * output)`` for ``grads=`` and
+  hand seeds), replaying the whole window from the snapshots;
+* runs graph captures eagerly: each ``capture_launch`` replays the captured calls through the hooks;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
   Warp's overwrite tracker on the recorded launches (WF905);
