@@ -74,3 +74,22 @@ def test_report_from_probe_payload():
     assert r.backwards[0].params[0].signature == "all-zero"
     assert r.findings[0].severity is Severity.WARNING and r.findings[0].data == {"kernel": "f"}
     assert r.stopped == "window-end" and r.exit_code == 1
+
+
+def test_runtime_finding_keeps_library_line_classification_and_count():
+    raw = {
+        "backwards": [],
+        "findings": [{
+            "rule": "WF905", "path": "train.py", "line": 40, "message": "argument `x_new` written while read",
+            "data": {"count": 48}, "classified_as": "WF103", "severity": "error",
+            "related": [{"path": "newton/_src/solvers/solver.py", "line": 1068, "message": "the library line"}],
+        }],
+    }  # fmt: skip
+    report = report_from_probe(raw)
+    (f,) = report.findings
+    assert (f.path, f.line, f.severity) == ("train.py", 40, Severity.ERROR)
+    assert f.related[0][0].path == "newton/_src/solvers/solver.py" and f.related[0][0].line == 1068
+    assert "48 occurrences" in f.message and "[shape of WF103]" in f.message
+    doc = report.to_json()["findings"][0]
+    assert doc["classified_as"] == "WF103" and doc["data"]["classified_as"] == "WF103"
+    assert doc["related"][0]["line"] == 1068
