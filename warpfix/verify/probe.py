@@ -66,6 +66,8 @@ OP_CAP = 20000
 BACKWARD_CAP = 32
 #: No new backward is compared once FD has taken this many seconds.
 FD_BUDGET_S = 60.0
+#: ... or twice the time the program itself has run so far, when that is more (big examples).
+FD_PROGRAM_FACTOR = 2.0
 #: Leaves compared per backward when the program updates none of them from gradients.
 UNTRAINED_LEAVES = 4
 #: Replays that do not reproduce the loss to this relative tolerance make FD unreliable.
@@ -295,6 +297,7 @@ class Tracer:
         self.notes: list[str] = []
         self.forced_site: tuple[str, int, str | None] | None = None  # the call site of a replayed captured call
         self.pending: list[PendingCompare] = []
+        self.started = time.perf_counter()
         self.fd_deadline = math.inf  # perf_counter() time at which the running comparison stops
         self.leaf_read: dict[int, int] = {}  # info.order -> op index where the latest backward's tape first read it
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
@@ -944,7 +947,7 @@ class Tracer:
         self.check_integrity(tape, taped_ops, path, line, frame)
         integrity = [f for f in self.findings[known_findings:] if f["rule"] == "WF902"]
         self.seconds["integrity"] += time.perf_counter() - started
-        if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > FD_BUDGET_S:
+        if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > self.fd_budget():
             self.finish("cap")
         with self.paused():
             seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
@@ -1029,6 +1032,11 @@ class Tracer:
                 )
         return PendingCompare(entry, objective, leaves, ad, path, line, plan, infos, self.verified, record, notes)
 
+    def fd_budget(self) -> float:
+        """Seconds FD may take in all: FD_BUDGET_S, or a multiple of the program's own run time so far."""
+        program = time.perf_counter() - self.started - self.fd_seconds
+        return max(FD_BUDGET_S, FD_PROGRAM_FACTOR * program)
+
     def flush_pending(self) -> None:
         """Run the FD comparisons of the backwards seen so far: the parameters the program updated from
         gradients (its trained parameters), or, when it updated none yet, the first few leaves."""
@@ -1042,11 +1050,11 @@ class Tracer:
                 why = "the program updates only the compared ones from gradients" if trained else "cap"
                 extra = f"{skipped} other leaf array(s) on the tape not compared ({why})"
                 job.entry["note"] = f"{job.entry['note']}; {extra}" if job.entry.get("note") else extra
-            if self.fd_seconds > FD_BUDGET_S:
-                spent = f"not compared: the FD time budget ({FD_BUDGET_S:g} s) is spent"
+            if self.fd_seconds > self.fd_budget():
+                spent = f"not compared: the FD time budget ({self.fd_budget():.0f} s) is spent"
                 job.entry["note"] = f"{job.entry['note']}; {spent}" if job.entry.get("note") else spent
                 continue
-            self.fd_deadline = started + max(FD_BUDGET_S - self.fd_seconds, 0.0)
+            self.fd_deadline = started + max(self.fd_budget() - self.fd_seconds, 0.0)
             with self.paused():
                 try:
                     job.entry["params"] = self.compare(job, chosen)
@@ -1282,7 +1290,7 @@ class Tracer:
         ladders: list[tuple[str, int | None, float, list[judge.StepResult]]] = []
         for kind, idx, v in vectors:
             if time.perf_counter() > self.fd_deadline:
-                reason = f"the FD time budget ({FD_BUDGET_S:g} s) ran out before this parameter was judged"
+                reason = f"the FD time budget ({self.fd_budget():.0f} s) ran out before this parameter was judged"
                 return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
             ad_v = float(np.dot(grad, v))
             nz = v != 0.0
@@ -1340,7 +1348,7 @@ class Tracer:
         (its first backward also checks WF903); after window 1 only wait for that check."""
         self.stopped = "window-end"
         self.flush_pending()
-        if self.window == 0 and self.fd_seconds < FD_BUDGET_S / 2:
+        if self.window == 0 and self.fd_seconds < self.fd_budget() / 2:
             self.window = 1
             self.previous_params = self.window_params
             self.window_params = []
