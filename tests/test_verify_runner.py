@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-
-import pytest
-
 from warpfix.finding import Severity
 from warpfix.verify import run_verify
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport, make_finding, report_from_probe
-from warpfix.verify.runner import probe_command
-
-PROBE = [sys.executable, "-m", "warpfix.verify.probe"]
 
 
-@pytest.mark.parametrize(
-    ("cmd", "expected"),
-    [
-        (["python", "train.py", "--small"], ["--script", "train.py", "--", "--small"]),
-        (["python3.11", "-u", "train.py"], ["--script", "train.py", "--"]),
-        (["/usr/bin/python", "-W", "ignore", "-m", "pkg.train", "-x"], ["--module", "pkg.train", "--", "-x"]),
-        (["train.py", "a"], ["--script", "train.py", "--", "a"]),
-    ],
-)
-def test_probe_command_keeps_script_and_argv(cmd, expected):
-    assert probe_command(cmd) == PROBE + expected
-
-
-@pytest.mark.parametrize(
-    ("cmd", "message"),
-    [
-        ([], "no command"),
-        (["python", "-c", "print(1)"], "-c"),
-        (["python", "-m"], "module name"),
-        (["bash", "run.sh"], "must run a Python script or module"),
-    ],
-)
-def test_probe_command_rejects(cmd, message):
-    with pytest.raises(ValueError, match=message):
-        probe_command(cmd)
-
-
-def test_unsupported_command_is_exit_2_without_running_anything(tmp_path):
+def test_command_that_runs_no_python_program_is_exit_2_in_one_line(tmp_path):
     report = run_verify(["bash", "-c", "true"], cwd=str(tmp_path))
     assert report.exit_code == 2
-    assert "must run a Python script or module" in (report.error or "")
+    assert "the probe produced no result" in (report.error or "")
+    assert "\n" not in report.error
+
+
+def test_missing_command_is_exit_2(tmp_path):
+    assert run_verify([], cwd=str(tmp_path)).exit_code == 2
+    report = run_verify(["/nonexistent/python", "x.py"], cwd=str(tmp_path))
+    assert report.exit_code == 2 and report.error.startswith("cannot run")
 
 
 def _report(*verdicts: str) -> VerifyReport:
@@ -101,3 +74,22 @@ def test_report_from_probe_payload():
     assert r.backwards[0].params[0].signature == "all-zero"
     assert r.findings[0].severity is Severity.WARNING and r.findings[0].data == {"kernel": "f"}
     assert r.stopped == "window-end" and r.exit_code == 1
+
+
+def test_runtime_finding_keeps_library_line_classification_and_count():
+    raw = {
+        "backwards": [],
+        "findings": [{
+            "rule": "WF905", "path": "train.py", "line": 40, "message": "argument `x_new` written while read",
+            "data": {"count": 48}, "classified_as": "WF103", "severity": "error",
+            "related": [{"path": "newton/_src/solvers/solver.py", "line": 1068, "message": "the library line"}],
+        }],
+    }  # fmt: skip
+    report = report_from_probe(raw)
+    (f,) = report.findings
+    assert (f.path, f.line, f.severity) == ("train.py", 40, Severity.ERROR)
+    assert f.related[0][0].path == "newton/_src/solvers/solver.py" and f.related[0][0].line == 1068
+    assert "48 occurrences" in f.message and "[shape of WF103]" in f.message
+    doc = report.to_json()["findings"][0]
+    assert doc["classified_as"] == "WF103" and doc["data"]["classified_as"] == "WF103"
+    assert doc["related"][0]["line"] == 1068

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +32,7 @@ from warpfix.engine import CheckResult, check_paths, check_sources
 from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
+from warpfix.procs import scratch_run
 
 #: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
 #: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
@@ -42,7 +41,6 @@ INTEGRITY_RULES = ("WF902", "WF905")
 OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
-_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".warpfix_cache", ".warp-cache", "*.pyc")
 
 
 @dataclass
@@ -218,20 +216,6 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     return True, f"{loss}; FD agreement now passes"
 
 
-def _scratch_run(
-    root: str, files: dict[str, str], verify: Callable[[str], Any]
-) -> Any:
-    """Copy ``root`` to a temporary folder, overwrite ``files`` (absolute path -> text) there, verify it."""
-    with tempfile.TemporaryDirectory(prefix="warpfix-check-") as tmp:
-        scratch = os.path.join(tmp, os.path.basename(os.path.abspath(root)) or "project")
-        shutil.copytree(root, scratch, ignore=_COPY_IGNORE, symlinks=True)
-        for path, text in files.items():
-            target = os.path.join(scratch, os.path.relpath(path, root))
-            with open(target, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
-        return verify(scratch)
-
-
 def check_fixes(
     paths: Sequence[str],
     command: Sequence[str],
@@ -261,13 +245,17 @@ def check_fixes(
 
     def run(files: dict[str, str]) -> dict[str, Any]:
         absolute = {os.path.abspath(p): t for p, t in files.items()}
-        report = _scratch_run(root, absolute, lambda cwd: verify(list(command), cwd=cwd, device=device,
-                                                                 timeout=timeout))
+        report = scratch_run(root, absolute, command, lambda cmd, cwd: verify(cmd, cwd=cwd, device=device,
+                                                                              timeout=timeout))
         return fd_summary(report)
 
     original = dict(check.sources)
     current = dict(original)
-    baseline = run({})
+    try:
+        baseline = run({})
+    except ValueError as exc:  # the command names a program the scratch copy cannot hold
+        out.errors.append(str(exc))
+        return out
     if baseline["verdict"] == "error":
         out.errors.append(f"cannot verify the original program: {baseline['error']}")
         return out

@@ -44,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
     cwd = os.getcwd()
     if not cmd and config.entry and config.path:
         cmd, cwd = config.entry, os.path.dirname(config.path)
-    report = run_verify(cmd, cwd=cwd, device=args.device or config.device, timeout=args.timeout)
+    try:
+        report = run_verify(cmd, cwd=cwd, device=args.device or config.device, timeout=args.timeout)
+    except KeyboardInterrupt:
+        print("warpfix verify: interrupted; the program and its children were stopped", file=sys.stderr)
+        return 130
     if args.format == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:

@@ -17,10 +17,21 @@ Verdicts: ``pass``/``fail`` only where FD is judged sound (two agreeing step siz
 that reproduces the loss exactly); otherwise ``unreliable`` with the reason (WF904:
 cancellation, below-resolution, noise, kink-or-chaos, chaos, non-finite-loss).
 
-Known limits: only ``python script.py`` / ``python -m module`` commands; values the program
-computes on the host from a parameter are constants to both autodiff and FD (reported in the
-parameter's reason); ``Tape.record_func`` closures and CUDA graph capture are not replayed;
-integer and float16 arrays are never perturbed.
+How it runs: the command runs exactly as given, in its own process group (ended with any
+children on exit, timeout and Ctrl-C); the probe enters the program's own interpreter through a
+``sitecustomize`` on ``PYTHONPATH`` and needs only warp and numpy there. A backward seeded with
+``grads=`` or by hand (``out.grad.fill_(1.0); tape.backward()``) is judged on the seeded
+objective ``sum(seed * output)``. Graph capture (``wp.ScopedCapture``, ``capture_launch``, CPU or
+CUDA) records no graph under the probe: each ``capture_launch`` replays the captured calls
+eagerly and traced (the report says so). FD compares the parameters the program updates from
+gradients (else the first few leaves), within a time budget. Runtime findings sit at the
+program's line (the library line as ``related``), one per launch/copy and array family, with
+``data["classified_as"]`` naming the static rule of their shape.
+
+Known limits: values the program computes on the host from a parameter are constants to both
+autodiff and FD (reported in the parameter's reason); ``Tape.record_func`` closures and Warp
+utilities that bypass ``wp.launch`` (``array_inner``, scans) are not replayed (FD then reports
+noise); integer and float16 arrays are never perturbed.
 """
 
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport

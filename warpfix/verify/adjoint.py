@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from warpfix.verify import judge
+from . import judge
 
 SAMPLES = 16
 STEPS = (1e-2, 1e-3, 1e-4)

@@ -1,6 +1,7 @@
 """Child side of `warpfix verify`: run the user's program under hooks and verify its first iterations.
 
-Run as ``python -m warpfix.verify.probe (--script FILE | --module NAME) -- ARGS...`` with
+Started by :func:`bootstrap`, from the ``sitecustomize`` the runner puts on the program's
+``PYTHONPATH`` (a copy of this package alone: relative imports, only warp and numpy), with
 ``WARPFIX_VERIFY_OUT`` naming the JSON result file (see :mod:`warpfix.verify.runner`).
 
 What it does (DESIGN.md, "FD verification without a user harness"):
@@ -9,8 +10,11 @@ What it does (DESIGN.md, "FD verification without a user harness"):
   records every operation of the first training iteration (the *window*), taped or not,
   with frozen arguments, and snapshots every array the first time an operation touches it;
   then does the same for the next iteration (window 1), where bugs dormant at iteration 0 show;
-* at each ``tape.backward(loss)`` compares the gradient that backward adds to every leaf
-  parameter with central FD of that loss, replaying the whole window from the snapshots;
+* at each ``tape.backward`` keeps the gradient that backward adds to every leaf parameter;
+  when the program updates parameters from gradients (its optimizer step) compares those with
+  central FD of the backward's objective (the loss, or ``sum(seed * output)`` for ``grads=`` and
+  hand seeds), replaying the whole window from the snapshots;
+* runs graph captures eagerly: each ``capture_launch`` replays the captured calls through the hooks;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
   Warp's overwrite tracker on the recorded launches (WF905);
@@ -20,11 +24,12 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 
 from __future__ import annotations
 
-import argparse
+import atexit
 import inspect
 import json
 import math
 import os
+import re
 import runpy
 import sys
 import time
@@ -38,10 +43,15 @@ from typing import Any
 
 import numpy as np
 
-from warpfix.verify import judge
-from warpfix.verify.adjoint import check_custom_adjoints
-from warpfix.verify.adjoint import install_hook as install_adjoint_hook
-from warpfix.verify.runner import ENV_DEVICE, ENV_OUT
+# relative imports only: this package is also copied alone onto the program's PYTHONPATH
+from . import judge
+from .adjoint import check_custom_adjoints
+from .adjoint import install_hook as install_adjoint_hook
+
+ENV_OUT = "WARPFIX_VERIFY_OUT"
+ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
+#: The folder holding the probe package and its sitecustomize (removed from the program's children).
+ENV_PATH = "WARPFIX_VERIFY_PATH"
 
 #: Step-size ladder (dimensionless, times the per-element scale of the parameter).
 STEP_LADDER = (1e-1, 1e-2, 1e-3, 1e-4)
@@ -56,17 +66,55 @@ OP_CAP = 20000
 BACKWARD_CAP = 32
 #: No new backward is compared once FD has taken this many seconds.
 FD_BUDGET_S = 60.0
+#: ... or twice the time the program itself has run so far, when that is more (big examples).
+FD_PROGRAM_FACTOR = 2.0
+#: Leaves compared per backward when the program updates none of them from gradients.
+UNTRAINED_LEAVES = 4
 #: Replays that do not reproduce the loss to this relative tolerance make FD unreliable.
 REPLAY_RTOL = 1e-4
 
+#: Frames in these folders are never the program's: Warp itself, this probe, runpy.
 _SKIP_DIRS: tuple[str, ...] = ()
+#: Installed libraries and the standard library: a call site there is a library line.
+_LIBRARY_DIRS: tuple[str, ...] = ()
 
 
 def _skip_dirs() -> tuple[str, ...]:
     import warp  # noqa: PLC0415
 
-    here = Path(__file__).resolve().parents[1]
-    return (str(Path(warp.__file__).resolve().parent), str(here), os.path.dirname(runpy.__file__))
+    here = Path(__file__).resolve().parent
+    return tuple(
+        os.path.join(str(d), "")
+        for d in (Path(warp.__file__).resolve().parent, here, Path(runpy.__file__).resolve().parent / "runpy.py")
+    )
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import site  # noqa: PLC0415
+    import sysconfig  # noqa: PLC0415
+
+    paths = sysconfig.get_paths()
+    dirs = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except AttributeError:  # old virtualenvs ship a site module without these
+        pass
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+_REAL: dict[str, str] = {}
+
+
+def _real(path: str) -> str:
+    out = _REAL.get(path)
+    if out is None:
+        out = _REAL[path] = os.path.realpath(path)
+    return out
+
+
+def _is_library(path: str) -> bool:
+    return path.startswith(_LIBRARY_DIRS) or "/site-packages/" in path or "/dist-packages/" in path
 
 
 @dataclass(eq=False)
@@ -81,9 +129,12 @@ class ArrayInfo:
     first_read: int | None = None
     taped_write: bool = False
     written_after_read: bool = False
+    writes_at: list[int] = field(default_factory=list)  # op indices that wrote it
     tainted: bool = False
     is_grad: bool = False
     span: tuple[Any, int, int] | None = None  # memory range, to find writes through aliases
+    label: str = ""  # the kernel argument (or struct field) it was first passed as
+    trained: bool = False  # written from gradient data (an optimizer step) after a backward
 
 
 @dataclass(eq=False)
@@ -100,6 +151,21 @@ class Op:
     reads: list[ArrayInfo]
     writes: list[ArrayInfo]
     read_hash: dict[int, int] = field(default_factory=dict)  # info.order -> content hash when read
+    # info.order -> (argument position or None in a struct, may read, declared write) of each use in this op
+    positions: dict[int, list[tuple[int | None, bool, bool]]] = field(default_factory=dict)
+    library: str | None = None  # "path:line" of the library call that made it, when not the program
+    replayed: bool = False  # a replay of a captured graph
+
+
+@dataclass(eq=False)
+class ProbeGraph:
+    """What ``capture_end`` returns under the probe: the captured operations, as calls back into the
+    probe's hooks with their arguments frozen at capture time (what a graph replays)."""
+
+    site: str
+    events: list[Callable[[], Any]] = field(default_factory=list)
+    launches: int = 0
+    saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id -> (array, contents before capture)
 
 
 @dataclass
@@ -116,6 +182,49 @@ class BackwardRecord:
     """The verdicts of a compared backward, kept to recognise cross-window mismatches."""
 
     params: dict[int, str]  # info.order -> verdict
+
+
+@dataclass
+class Objective:
+    """The scalar a backward differentiates: sum(seed * array) over its seeds (a loss: seed 1)."""
+
+    seeds: list[tuple[Any, np.ndarray]]
+    how: str  # "loss", or how the seeds were given
+
+    def value(self) -> float:
+        return float(sum(float(np.dot(seed, _flat(arr.numpy()))) for arr, seed in self.seeds))
+
+    def ulp(self, wp: Any) -> float:
+        """The rounding resolution of the objective: seed-weighted ulp of every seeded value."""
+        total = 0.0
+        for arr, seed in self.seeds:
+            dtype = np.float64 if wp._src.types.type_scalar_type(arr.dtype) == wp.float64 else np.float32
+            vals = np.abs(_flat(arr.numpy())).astype(dtype)
+            total += float(np.sum(np.abs(seed) * np.spacing(vals).astype(np.float64)))
+        return total
+
+
+@dataclass
+class PendingCompare:
+    """A backward whose FD comparison waits until the program shows which parameters it trains."""
+
+    entry: dict[str, Any]
+    objective: Objective
+    leaves: list[ArrayInfo]
+    ad: dict[int, np.ndarray]
+    path: str
+    line: int
+    plan: ReplayPlan
+    infos: list[ArrayInfo]
+    records: list[BackwardRecord]  # the window's backwards, in order
+    record: BackwardRecord
+    notes: dict[int, str]  # id(info) -> note on that leaf
+    integrity: list[dict[str, Any]] = field(default_factory=list)  # WF902 findings raised at this backward
+
+
+def family(name: str) -> str:
+    """The array family of a name: list indices dropped (``states[3].q`` -> ``states[].q``)."""
+    return re.sub(r"\[[^\]]*\]", "[]", name)
 
 
 def _digest(arr: Any) -> int:
@@ -165,7 +274,7 @@ class Tracer:
         self.verified: list[BackwardRecord] = []
         self.window_params: list[ArrayInfo] = []
         self.findings: list[dict[str, Any]] = []
-        self._finding_keys: set[tuple] = set()
+        self._finding_keys: dict[tuple, dict[str, Any]] = {}
         self.flags: dict[int, list[tuple[str, bool, bool]] | None] = {}
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
         self.tracker_read: set[int] = set()
@@ -180,6 +289,18 @@ class Tracer:
         self.taped_kernels: dict[int, Any] = {}
         self.fd_seconds = 0.0
         self.rng = np.random.default_rng(0)
+        self.main_dir: str | None = None
+        self.program_files: dict[str, bool] = {}  # code filename -> is it the program's
+        self.relpaths: dict[str, str] = {}
+        self.capture: ProbeGraph | None = None  # the graph capture in progress
+        self.replaying: ProbeGraph | None = None  # the graph capture_launch replays now
+        self.notes: list[str] = []
+        self.forced_site: tuple[str, int, str | None] | None = None  # the call site of a replayed captured call
+        self.pending: list[PendingCompare] = []
+        self.started = time.perf_counter()
+        self.fd_deadline = math.inf  # perf_counter() time at which the running comparison stops
+        self.leaf_read: dict[int, int] = {}  # info.order -> op index where the latest backward's tape first read it
+        self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
 
     # ----------------------------------------------------------------- plumbing
     @contextmanager
@@ -192,25 +313,69 @@ class Tracer:
             self.enabled = was
 
     def tracing(self) -> bool:
-        return self.enabled and self.mode == "window" and self.depth == 0
+        return self.enabled and self.mode == "window" and self.depth == 0 and self.capture is None
 
     def site(self) -> tuple[str, int]:
-        """(path relative to cwd, line) of the innermost user frame: where the program called Warp."""
+        """(path relative to cwd, line) of the innermost user frame: where the program called Warp
+        (for a replayed graph: where the captured call was made)."""
+        if self.forced_site is not None:
+            return self.forced_site[0], self.forced_site[1]
         frame = self.user_frame()
         if frame is None:
             return "<unknown>", 0
         return self.relpath(frame.f_code.co_filename), frame.f_lineno
 
+    def library_site(self) -> str | None:
+        """``path:line`` of the innermost library frame that called Warp, when it is not the program's."""
+        if self.forced_site is not None:
+            return self.forced_site[2]
+        frame = sys._getframe(1)
+        while frame is not None:
+            fn = frame.f_code.co_filename
+            if not fn.startswith("<") and not _real(fn).startswith(_SKIP_DIRS):
+                if self.is_program(fn):
+                    return None
+                return f"{self.relpath(fn)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def is_program(self, filename: str) -> bool:
+        """True for the program's own files: outside Warp, this probe and installed libraries, or in
+        the folder of the ``__main__`` file (an example run from inside a package)."""
+        known = self.program_files.get(filename)
+        if known is None:
+            known = self.program_files[filename] = self._is_program(filename)
+        return known
+
+    def _is_program(self, filename: str) -> bool:
+        real = _real(filename)
+        if self.main_dir is None:
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            if main_file:
+                self.main_dir = os.path.join(os.path.dirname(_real(main_file)), "")
+                self.program_files.clear()
+        if self.main_dir is not None and real.startswith(self.main_dir) and not real.startswith(_SKIP_DIRS[1:]):
+            return True  # an example run from inside an installed package (warp/examples, newton/examples)
+        if real.startswith(_SKIP_DIRS):
+            return False
+        return not _is_library(real)
+
     def user_frame(self) -> Any:
         frame = sys._getframe(1)
         while frame is not None:
             fn = frame.f_code.co_filename
-            if not fn.startswith(_SKIP_DIRS) and not fn.startswith("<"):
+            if not fn.startswith("<") and self.is_program(fn):
                 return frame
             frame = frame.f_back
         return None
 
     def relpath(self, path: str) -> str:
+        out = self.relpaths.get(path)
+        if out is None:
+            out = self.relpaths[path] = self._relpath(path)
+        return out
+
+    def _relpath(self, path: str) -> str:
         ap = os.path.abspath(path)
         try:
             rel = os.path.relpath(ap, self.cwd)
@@ -218,11 +383,25 @@ class Tracer:
             return ap
         return ap if rel.startswith("..") else rel
 
-    def add_finding(self, rule: str, path: str, line: int, message: str, key: tuple, **data: Any) -> None:
-        if key in self._finding_keys:
+    def add_finding(
+        self, rule: str, path: str, line: int, message: str, key: tuple, *, classified_as: str | None = None,
+        library: str | None = None, **data: Any,
+    ) -> None:
+        """Record a finding once per ``key``; a repeat (the same launch, another element of the same
+        array family, a later step of the loop) only counts."""
+        known = self._finding_keys.get(key)
+        if known is not None:
+            known["data"]["count"] = known["data"].get("count", 1) + 1
             return
-        self._finding_keys.add(key)
-        self.findings.append({"rule": rule, "path": path, "line": line, "message": message, "data": data})
+        finding: dict[str, Any] = {"rule": rule, "path": path, "line": line, "message": message, "data": data,
+                                   "classified_as": classified_as}  # fmt: skip
+        if classified_as == "WF103":
+            finding["severity"] = "error"  # one object as input and output of a taped launch: never intended
+        if library and library != f"{path}:{line}":
+            lib_path, _, lib_line = library.rpartition(":")
+            finding["related"] = [{"path": lib_path, "line": int(lib_line), "message": "the library line that called Warp"}]
+        self._finding_keys[key] = finding
+        self.findings.append(finding)
 
     # ----------------------------------------------------------------- arrays
     def is_array(self, v: Any) -> bool:
@@ -247,19 +426,28 @@ class Tracer:
                         for attr, item in attrs.items():
                             if item is arr:
                                 return f"{name}.{attr}"
+                            if isinstance(item, self.wp._src.codegen.StructInstance):
+                                for path, held in self.struct_arrays(item):
+                                    if held is arr:
+                                        return f"{name}.{attr}.{path}"
         return None
 
-    def touch(self, arr: Any, frame: Any) -> ArrayInfo:
+    def touch(self, arr: Any, frame: Any, label: str = "") -> ArrayInfo:
         info = self.arrays.get(id(arr))
         if info is not None and info.arr is arr:
+            if not info.label:
+                info.label = label
             return info
         with self.paused():
             snap = self.wp.clone(arr, requires_grad=False)
             h = _digest(arr)
         order = len(self.arrays)
         name = (self.name_of(arr, frame) if arr.requires_grad else None) or f"array#{order}{list(arr.shape)}"
-        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr))
-        info.is_grad = id(arr) in self.grads and self.grads[id(arr)] is arr
+        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr), label=label)
+        # a gradient, or a view of one (`x.grad.flatten()` handed to an optimizer)
+        info.is_grad = (id(arr) in self.grads and self.grads[id(arr)] is arr) or (
+            arr.deleter is None and any(_overlap(info.span, _mem_range(g)) for g in self.grads.values())
+        )
         info.tainted = info.is_grad
         self.arrays[id(arr)] = info
         if arr.requires_grad and arr.grad is not None:
@@ -295,13 +483,14 @@ class Tracer:
             return v.copy()
         return v
 
-    def struct_arrays(self, v: Any) -> Iterator[Any]:
+    def struct_arrays(self, v: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """(field path, array) of the arrays a struct holds, nested structs included."""
         for name in v._cls.vars:
             f = getattr(v, name)
             if self.is_array(f):
-                yield f
+                yield prefix + name, f
             elif isinstance(f, self.wp._src.codegen.StructInstance):
-                yield from self.struct_arrays(f)
+                yield from self.struct_arrays(f, f"{prefix}{name}.")
 
     # ----------------------------------------------------------------- kernel flags (Warp's tracker)
     def kernel_flags(self, kernel: Any) -> list[tuple[str, bool, bool]] | None:
@@ -356,14 +545,21 @@ class Tracer:
         tainted_in = any(i.tainted or i.is_grad for i in op.reads) or (op.kind == "assign" and self.host_grad_read)
         end_window = False
         for info in op.writes:
+            info.writes_at.append(idx)
             if op.tape is not None:
                 info.taped_write = True
             if info.first_read is not None and info.first_read < idx:
                 if self.is_param_candidate(info) and tainted_in and self.verified:
                     end_window = True
+                    info.trained = True
                 info.written_after_read = True
             if tainted_in:
                 info.tainted = True
+            if tainted_in and self.verified and info.arr.deleter is None:
+                # an optimizer writing a parameter through a view (`Adam([w.flatten()])`)
+                for leaf in self.window_params:
+                    if leaf is not info and not leaf.trained and _overlap(leaf.span, info.span):
+                        leaf.trained = end_window = True
         self.ops.append(op)
         if end_window:
             self.end_window()
@@ -377,18 +573,20 @@ class Tracer:
             and arr.grad is not None
             and not info.is_grad
             and not info.taped_write
-            and not info.written_after_read
             and info.first_read is not None
+            and arr.size > 0
             and self.wp._src.types.type_scalar_type(arr.dtype) in (self.wp.float32, self.wp.float64)
         )
 
-    def array_args(self, values: list[Any]) -> list[tuple[Any, int | None]]:
-        out: list[tuple[Any, int | None]] = []
+    def array_args(self, values: list[Any], labels: list[str] | None = None) -> list[tuple[Any, int | None, str]]:
+        """(array, argument position or None inside a struct, argument label) of launch arguments."""
+        out: list[tuple[Any, int | None, str]] = []
         for i, v in enumerate(values):
+            label = labels[i] if labels and i < len(labels) else f"argument {i}"
             if self.is_array(v):
-                out.append((v, i))
+                out.append((v, i, label))
             elif isinstance(v, self.wp._src.codegen.StructInstance):
-                out.extend((a, None) for a in self.struct_arrays(v))
+                out.extend((a, None, f"{label}.{name}") for name, a in self.struct_arrays(v))
         return out
 
     def traced_op(
@@ -396,48 +594,59 @@ class Tracer:
         kind: str,
         label: str,
         tape: Any,
-        arrays: list[tuple[Any, bool, bool]],
+        arrays: list[tuple[Any, bool, bool, str, int | None]],
         run: Callable[[], Any],
         replay: Callable[[], None],
     ) -> Any:
-        """Run one operation and record it. ``arrays``: (array, may_read, known_write) triples; a write
-        the caller does not know of is found by a change of the array's contents."""
-        if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, _ in arrays):
+        """Run one operation and record it. ``arrays``: (array, may_read, known_write, label, position)
+        of its array arguments; a write the caller does not know of is found by a change of contents."""
+        if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
             # result is a constant of the window, captured by the snapshot at the next touch
             return run()
+        started = time.perf_counter()
         frame = self.user_frame()
         path, line = self.site()
-        infos = [(self.touch(a, frame), r, w) for a, r, w in arrays]
+        infos = [(self.touch(a, frame, lab), r, w, lab, pos) for a, r, w, lab, pos in arrays]
         pre = {}
         with self.paused():
-            for info, _, _ in infos:
+            for info, *_ in infos:
                 pre[id(info)] = _digest(info.arr)
         self.depth += 1
+        self.seconds["trace"] += time.perf_counter() - started
         try:
             result = run()
         finally:
             self.depth -= 1
+        started = time.perf_counter()
         reads: list[ArrayInfo] = []
         writes: list[ArrayInfo] = []
         read_hash: dict[int, int] = {}
+        positions: dict[int, list[tuple[int | None, bool, bool]]] = {}
         with self.paused():
-            for info, may_read, known_write in infos:
+            for info, may_read, known_write, _, pos in infos:
                 post = _digest(info.arr)
                 written = known_write or post != pre[id(info)]
+                positions.setdefault(info.order, []).append((pos, may_read, known_write))
                 if written and info not in writes:
                     writes.append(info)
                 if may_read and info not in reads:
                     reads.append(info)
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
-        op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash)
+        op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
+                positions=positions, library=self.library_site(), replayed=self.replaying is not None)  # fmt: skip
+        self.seconds["trace"] += time.perf_counter() - started
         self.record(op)
         return result
 
     # ----------------------------------------------------------------- hooks
-    def on_launch(self, orig: Callable, args: tuple, kwargs: dict) -> Any:
-        if not self.tracing():
+    def hooked(self) -> bool:
+        """True for a call the program made (not one made by Warp inside another hooked call, nor by the probe)."""
+        return self.enabled and self.depth == 0 and self.mode != "done"
+
+    def on_launch(self, orig: Callable, args: tuple, kwargs: dict, as_tape: Any = None) -> Any:
+        if not self.hooked():
             return orig(*args, **kwargs)
         a = self.signatures["launch"].bind(*args, **kwargs).arguments
         if a.get("adjoint") or a.get("record_cmd"):
@@ -446,15 +655,23 @@ class Tracer:
         inputs = list(a.get("inputs", []) or [])
         outputs = list(a.get("outputs", []) or [])
         runtime = self.wp._src.context.runtime
-        taped = runtime.tape is not None and a.get("record_tape", True)
-        tape = runtime.tape if taped else None
-        flags = self.kernel_flags(kernel)
-        if taped:
-            self.taped_kernels[id(kernel)] = kernel
+        taped = as_tape is not None or (runtime.tape is not None and a.get("record_tape", True))
+        tape = as_tape if as_tape is not None else (runtime.tape if taped else None)
         fi = [self.freeze(v) for v in inputs]
         fo = [self.freeze(v) for v in outputs]
         dim, device = a["dim"], a.get("device")
         max_blocks, block_dim = a.get("max_blocks", 0), a.get("block_dim")
+        if self.capture is not None:
+            frozen = {"inputs": fi, "outputs": fo, "device": device, "record_tape": False, "max_blocks": max_blocks}
+            if block_dim is not None:
+                frozen["block_dim"] = block_dim
+            self.capture_event(lambda: self.on_launch(orig, (kernel, dim), frozen, as_tape=tape))
+            self.capture_save([arr for arr, _, _ in self.array_args(inputs + outputs)])
+        if not self.tracing():
+            return orig(*args, **kwargs)
+        flags = self.kernel_flags(kernel)
+        if taped:
+            self.taped_kernels[id(kernel)] = kernel
 
         cmd: list[Any] = []
 
@@ -466,16 +683,17 @@ class Tracer:
             if cmd[0] is not None:
                 cmd[0].launch()
 
-        arrays: list[tuple[Any, bool, bool]] = []
+        arrays: list[tuple[Any, bool, bool, str, int | None]] = []
         all_args = inputs + outputs
-        for arr, pos in self.array_args(all_args):
+        labels = [f[0] for f in flags] if flags else [a.label for a in kernel.adj.args]
+        for arr, pos, label in self.array_args(all_args, labels):
             if pos is None:
-                arrays.append((arr, True, False))
+                arrays.append((arr, True, False, label, None))
                 continue
             is_read, is_write = (flags[pos][1], flags[pos][2]) if flags and pos < len(flags) else (True, False)
             known_write = is_write or pos >= len(inputs)
             # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
-            arrays.append((arr, not (is_write and not is_read), known_write))
+            arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
         return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
@@ -484,26 +702,36 @@ class Tracer:
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
         path, line = self.site()
+        library = self.library_site()
         name = kernel.adj.fun_name
         for msg in self.codegen_warnings.pop(name, []):
-            self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, msg),
-                             kernel=name)  # fmt: skip
+            self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, name, msg),
+                             classified_as="WF106", library=library, kernel=name)  # fmt: skip
+        read_here = {id(v) for i, v in enumerate(args) if self.is_array(v) and i < len(flags) and flags[i][1]}
         for i, v in enumerate(args):
             if not self.is_array(v) or i >= len(flags):
                 continue
             label, is_read, is_write = flags[i]
             if is_write and id(v) in self.tracker_read:
-                msg = (
-                    f"argument `{label}` of kernel `{name}` is written here but the array was already read "
-                    "by an earlier launch on the tape; the earlier launch's adjoint will see the new values"
-                )
-                self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, label),
-                                 kernel=name, argument=label)  # fmt: skip
+                aliased = any(v is w and j != i for j, w in enumerate(args)) and id(v) in read_here
+                if aliased:
+                    msg = (
+                        f"argument `{label}` of kernel `{name}` is written here while the same array is also "
+                        "passed as an input of this launch (one object as input and output state)"
+                    )
+                else:
+                    msg = (
+                        f"argument `{label}` of kernel `{name}` is written here but the array was already read "
+                        "by an earlier launch on the tape; the earlier launch's adjoint will see the new values"
+                    )
+                self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}",
+                                 ("WF905", path, line, name, label), classified_as="WF103" if aliased else "WF104",
+                                 library=library, kernel=name, argument=label)  # fmt: skip
             if is_read:
                 self.tracker_read.add(id(v))
 
-    def on_copy(self, orig: Callable, args: tuple, kwargs: dict) -> Any:
-        if not self.tracing():
+    def on_copy(self, orig: Callable, args: tuple, kwargs: dict, as_tape: Any = None) -> Any:
+        if not self.hooked():
             return orig(*args, **kwargs)
         a = self.signatures["copy"].bind(*args, **kwargs).arguments
         dest, src = a["dest"], a["src"]
@@ -511,8 +739,14 @@ class Tracer:
             return orig(*args, **kwargs)
         dest_offset, src_offset, count = a.get("dest_offset", 0), a.get("src_offset", 0), a.get("count", 0)
         runtime = self.wp._src.context.runtime
-        taped = runtime.tape is not None and src.grad is not None and dest.grad is not None
-        tape = runtime.tape if taped else None
+        taped = as_tape is not None or (runtime.tape is not None and src.grad is not None and dest.grad is not None)
+        tape = as_tape if as_tape is not None else (runtime.tape if taped else None)
+        if self.capture is not None:
+            frozen = {"dest_offset": dest_offset, "src_offset": src_offset, "count": count}
+            self.capture_event(lambda: self.on_copy(orig, (dest, src), frozen, as_tape=tape))
+            self.capture_save([dest])
+        if not self.tracing():
+            return orig(*args, **kwargs)
         d_alias, s_alias = self.nograd(dest), self.nograd(src)
 
         def replay() -> None:
@@ -522,9 +756,10 @@ class Tracer:
             path, line = self.site()
             if id(dest) in self.tracker_read:
                 msg = "an array copy writes an array already read by an earlier launch on the tape"
-                self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, "copy"))
+                self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, "copy"),
+                                 classified_as="WF101", library=self.library_site())  # fmt: skip
             self.tracker_read.add(id(src))
-        arrays = [(src, True, False), (dest, False, True)]
+        arrays = [(src, True, False, "src", 1), (dest, False, True, "dest", 0)]
         return self.traced_op("copy", "wp.copy", tape, arrays, lambda: orig(*args, **kwargs), replay)
 
     def nograd(self, arr: Any) -> Any:
@@ -538,29 +773,103 @@ class Tracer:
         return alias[1]
 
     def on_assign(self, orig: Callable, arr: Any, src: Any) -> Any:
-        if not self.tracing():
+        if not self.hooked():
             return orig(arr, src)
         if self.is_array(src):
             # array.assign(array) is a wp.copy (recorded and differentiable): trace it as one
             return self.wp.copy(arr, src)
         frozen = self.wp.array(np.array(src, copy=True), dtype=arr.dtype, device="cpu")
+        if self.capture is not None:
+            self.capture_event(lambda: self.on_assign(orig, arr, frozen))
+            self.capture_save([arr])
+        if not self.tracing():
+            return orig(arr, src)
         alias = self.nograd(arr)
 
         def replay() -> None:
             self.orig["copy"](alias, frozen)
 
-        return self.traced_op("assign", "array.assign", None, [(arr, False, True)], lambda: orig(arr, src), replay)
+        return self.traced_op("assign", "array.assign", None, [(arr, False, True, "array", None)],
+                              lambda: orig(arr, src), replay)  # fmt: skip
 
     def on_fill(self, orig: Callable, kind: str, arr: Any, *value: Any) -> Any:
-        if not self.tracing():
+        if not self.hooked():
             return orig(arr, *value)
         frozen = tuple(self.freeze(v) for v in value)
+        if self.capture is not None:
+            self.capture_event(lambda: self.on_fill(orig, kind, arr, *frozen))
+            self.capture_save([arr])
+        if not self.tracing():
+            return orig(arr, *value)
         self.tracker_read.discard(id(arr))
 
         def replay() -> None:
             orig(arr, *frozen)
 
-        return self.traced_op(kind, f"array.{kind}_", None, [(arr, False, True)], lambda: orig(arr, *value), replay)
+        return self.traced_op(kind, f"array.{kind}_", None, [(arr, False, True, "array", None)],
+                              lambda: orig(arr, *value), replay)  # fmt: skip
+
+    # ----------------------------------------------------------------- graph capture
+    def on_capture_begin(self, orig: Callable, args: tuple, kwargs: dict) -> None:
+        """Graph capture under the probe records no graph: the captured calls are kept (with their
+        arguments frozen) and replayed, eagerly and traced, by every ``capture_launch``. They also run
+        once now, untraced, so that tapes record their launches; capture end undoes what they wrote."""
+        if self.capture is not None:
+            raise RuntimeError("Graph capture already in progress")
+        path, line = self.site()
+        self.capture = ProbeGraph(f"{path}:{line}")
+        self.note(f"the graph captured at {path}:{line} runs eagerly under the probe at each capture_launch")
+
+    def capture_event(self, call: Callable[[], Any]) -> None:
+        """Keep a captured call for replay, with the program line that made it."""
+        assert self.capture is not None
+        path, line = self.site()
+        where = (path, line, self.library_site())
+
+        def event() -> None:
+            outer, self.forced_site = self.forced_site, where
+            try:
+                call()
+            finally:
+                self.forced_site = outer
+
+        self.capture.events.append(event)
+
+    def capture_save(self, arrays: list[Any]) -> None:
+        """Keep the pre-capture contents of arrays the captured work may write (restored at capture end)."""
+        graph = self.capture
+        if graph is None:
+            return
+        with self.paused():
+            for arr in arrays:
+                if id(arr) not in graph.saved and arr.ptr is not None:
+                    graph.saved[id(arr)] = (arr, self.wp.clone(arr, requires_grad=False))
+
+    def on_capture_end(self, orig: Callable, args: tuple, kwargs: dict) -> Any:
+        graph, self.capture = self.capture, None
+        if graph is None:
+            return orig(*args, **kwargs)
+        with self.paused():
+            for arr, before in reversed(list(graph.saved.values())):
+                self.orig["copy"](self.nograd(arr), before)
+        graph.saved.clear()
+        return graph
+
+    def on_capture_launch(self, orig: Callable, graph: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(graph, ProbeGraph):
+            return orig(graph, *args, **kwargs)
+        graph.launches += 1
+        outer, self.replaying = self.replaying, graph
+        try:
+            for event in graph.events:
+                event()
+        finally:
+            self.replaying = outer
+        return None
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def on_numpy(self, orig: Callable, arr: Any, *args: Any, **kwargs: Any) -> Any:
         if self.tracing():
@@ -572,6 +881,8 @@ class Tracer:
         return orig(arr, *args, **kwargs)
 
     def on_reset(self, orig: Callable, tape: Any) -> Any:
+        if self.capture is not None and self.hooked():
+            self.capture_event(lambda: self.on_reset(orig, tape))
         self.tape_since[id(tape)] = len(self.ops)
         for launch in tape.launches:
             if isinstance(launch, list):
@@ -580,8 +891,20 @@ class Tracer:
             return orig(tape)
 
     def on_backward(self, orig: Callable, tape: Any, loss: Any = None, grads: Any = None) -> Any:
-        if not self.enabled or self.depth > 0 or self.mode == "done":
+        if not self.hooked():
             return orig(tape, loss, grads)
+        if self.capture is not None:
+            # recorded for capture_launch; run now only so the tape is complete (undone at capture end)
+            self.capture_event(lambda: self.on_backward(orig, tape, loss, grads))
+            grads_of = [g for g in tape.gradients.values() if self.is_array(g)]
+            for launch in tape.launches:
+                if isinstance(launch, list):
+                    grads_of += [a.grad for a, _, _ in self.array_args(list(launch[3]) + list(launch[4]))
+                                 if a.grad is not None]  # fmt: skip
+            grads_of += [a.grad for a in [loss, *(grads or {})] if self.is_array(a) and a.grad is not None]
+            self.capture_save(grads_of)
+            with self.paused():
+                return orig(tape, loss, grads)
         path, line = self.site()
         site = f"{path}:{line}"
         if self.mode == "epilogue":
@@ -591,17 +914,22 @@ class Tracer:
             # the first backward of window 1: the previous iteration's gradients must be gone
             self.check_accumulated(self.previous_params, path, line, self.tape_arrays(tape))
             self.previous_params = []
-        if loss is None:
-            self.error = (
-                f"tape.backward() at {site} was called without a loss array (grads=... seeds the backward by "
-                "hand): there is no scalar objective to compare with finite differences"
-            )
-            self.finish("no-loss")
         taped_ops = [op for op in self.ops[self.tape_since.get(id(tape), 0):] if op.tape is tape]
+        # a leaf: read on this tape and not written from its first read there on (host set-up before is fine)
         leaves: list[ArrayInfo] = []
+        seen: set[int] = set()
         for op in taped_ops:
             for info in op.reads:
-                if info not in leaves and self.is_param_candidate(info) and info.arr is not loss:
+                if info.order in seen:
+                    continue
+                seen.add(info.order)
+                if self.is_param_candidate(info) and info.arr is not loss and not any(
+                    w >= op.index for w in info.writes_at
+                ):
+                    # perturbed where its value was last set: the window's first read, or right after the
+                    # last write before this tape read it (a gradient check assigning the parameter)
+                    set_at = max(info.writes_at, default=None)
+                    self.leaf_read[info.order] = info.first_read if set_at is None else set_at + 1
                     leaves.append(info)
         if self.verified:
             known = {id(i) for i in self.window_params}
@@ -614,31 +942,170 @@ class Tracer:
         frame = self.user_frame()
         for info in leaves:
             self.resolve_name(info, frame)
-        self.check_integrity(tape, taped_ops, path, line, frame)
-        if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > FD_BUDGET_S:
-            self.finish("cap")
         started = time.perf_counter()
+        known_findings = len(self.findings)
+        self.check_integrity(tape, taped_ops, path, line, frame)
+        integrity = [f for f in self.findings[known_findings:] if f["rule"] == "WF902"]
+        self.seconds["integrity"] += time.perf_counter() - started
+        if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > self.fd_budget():
+            self.finish("cap")
         with self.paused():
-            loss_value = float(np.asarray(loss.numpy(), dtype=np.float64).reshape(-1)[0])
+            seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
+            objective = Objective(seeds, how)
+            value = objective.value()
             before = {id(i): _flat(i.arr.grad.numpy()).copy() for i in leaves}
             result = orig(tape, loss, grads)
             ad = {id(i): _flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
             self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
-            entry: dict[str, Any] = {"site": site, "loss": loss_value, "window": self.window, "params": []}
+            entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
+            if how != "loss":
+                entry["objective"] = how
+            notes = []
+            if self.capture is not None:
+                notes.append(f"captured by the graph capture at {self.capture.site}: run eagerly under the probe")
+            elif self.replaying is not None:
+                notes.append(f"a replay of the graph captured at {self.replaying.site}")
             if not taped_ops:
-                entry["note"] = "the tape recorded no operation before this backward"
+                notes.append("the tape recorded no operation before this backward")
             elif not leaves:
-                entry["note"] = "no leaf parameter (a requires_grad array read on the tape and never written) reaches the loss"
-            else:
-                entry["params"] = self.compare(loss, loss_value, leaves, ad, path, line)
+                notes.append("no leaf parameter (a requires_grad array read on the tape and never written) "
+                             "reaches the objective")  # fmt: skip
+            elif not seeds:
+                notes.append("the backward has no seed (no loss, no grads=, no non-zero output gradient)")
+            if notes:
+                entry["note"] = "; ".join(notes)
+            record = BackwardRecord({})
+            if taped_ops and leaves and seeds:
+                job = self.plan_compare(entry, objective, leaves, ad, path, line, record)
+                job.integrity = integrity
+                self.pending.append(job)
         for info in leaves:
             if info not in self.window_params:
                 self.window_params.append(info)
-        self.verified.append(BackwardRecord({i.order: p["verdict"] for i, p in zip(leaves, entry["params"], strict=False)}))
+        self.verified.append(record)
         self.backwards.append(entry)
-        self.fd_seconds += time.perf_counter() - started
         self.flush()
         return result
+
+    def seeds(
+        self, tape: Any, loss: Any, grads: Any, taped_ops: list[Op], leaves: list[ArrayInfo]
+    ) -> tuple[list[tuple[Any, np.ndarray]], str]:
+        """What the backward differentiates: (array, seed) pairs of the objective sum(seed * array)."""
+        if loss is not None:
+            return [(loss, np.ones(1))], "loss"
+        if grads:
+            out = [(a, _flat(g.numpy()).copy()) for a, g in grads.items() if self.is_array(a) and self.is_array(g)]
+            return out, "sum(seed * output) of the grads= seeds"
+        # seeded by hand: `out.grad.fill_(1.0); tape.backward()`
+        out: list[tuple[Any, np.ndarray]] = []
+        leaf_ids = {id(i.arr) for i in leaves}
+        seen: set[int] = set()
+        for op in taped_ops:
+            for info in op.writes:
+                arr = info.arr
+                if id(arr) in seen or id(arr) in leaf_ids or arr.grad is None:
+                    continue
+                seen.add(id(arr))
+                g = _flat(arr.grad.numpy())
+                if np.any(g != 0.0):
+                    out.append((arr, g.copy()))
+        return out, "sum(seed * output) of the gradients seeded by hand"
+
+    def plan_compare(
+        self, entry: dict[str, Any], objective: Objective, leaves: list[ArrayInfo], ad: dict[int, np.ndarray],
+        path: str, line: int, record: BackwardRecord,
+    ) -> PendingCompare:
+        """Everything a later FD comparison of this backward needs, fixed now (the window moves on)."""
+        infos = sorted(self.arrays.values(), key=lambda i: i.order)
+        n_ops = len(self.ops)
+        written = {id(w) for op in self.ops for w in op.writes}
+        plan = ReplayPlan(n_ops, [i for i in infos if id(i) in written or self.is_param_candidate(i)], {})
+        for info in leaves:
+            plan.leaves_at.setdefault(self.leaf_read.get(info.order, info.first_read), []).append(info)
+        notes = {}
+        for info in leaves:
+            host = self.host_reads.get(id(info.arr))
+            if host is not None and host[0] is info.arr and host[2] <= n_ops:
+                notes[id(info)] = (
+                    f"the program reads `{info.name}` on the host at {host[1]}: values it computes from it there "
+                    "are constants to both autodiff and this FD"
+                )
+        return PendingCompare(entry, objective, leaves, ad, path, line, plan, infos, self.verified, record, notes)
+
+    def fd_budget(self) -> float:
+        """Seconds FD may take in all: FD_BUDGET_S, or a multiple of the program's own run time so far."""
+        program = time.perf_counter() - self.started - self.fd_seconds
+        return max(FD_BUDGET_S, FD_PROGRAM_FACTOR * program)
+
+    def flush_pending(self) -> None:
+        """Run the FD comparisons of the backwards seen so far: the parameters the program updated from
+        gradients (its trained parameters), or, when it updated none yet, the first few leaves."""
+        pending, self.pending = self.pending, []
+        for job in pending:
+            started = time.perf_counter()
+            trained = [i for i in job.leaves if i.trained]
+            chosen = trained or job.leaves[:UNTRAINED_LEAVES]
+            skipped = len(job.leaves) - len(chosen)
+            if skipped:
+                why = "the program updates only the compared ones from gradients" if trained else "cap"
+                extra = f"{skipped} other leaf array(s) on the tape not compared ({why})"
+                job.entry["note"] = f"{job.entry['note']}; {extra}" if job.entry.get("note") else extra
+            if self.fd_seconds > self.fd_budget():
+                spent = f"not compared: the FD time budget ({self.fd_budget():.0f} s) is spent"
+                job.entry["note"] = f"{job.entry['note']}; {spent}" if job.entry.get("note") else spent
+                continue
+            self.fd_deadline = started + max(self.fd_budget() - self.fd_seconds, 0.0)
+            with self.paused():
+                try:
+                    job.entry["params"] = self.compare(job, chosen)
+                except Exception as exc:  # noqa: BLE001 - one backward that cannot be replayed is not fatal
+                    job.entry["note"] = f"FD replay failed: {type(exc).__name__}: {exc}"
+            job.record.params.update({i.order: p["verdict"] for i, p in zip(chosen, job.entry["params"], strict=False)})
+            if job.entry["params"] and all(p["verdict"] == judge.PASS for p in job.entry["params"]):
+                for f in job.integrity:  # a real overwrite, but the gradient it feeds agrees with FD
+                    if f.get("severity") is None:
+                        f["severity"] = "warning"
+                        f["message"] += (
+                            f"; FD agrees with autodiff at the backward at {job.path}:{job.line}, so the "
+                            "overwritten values do not change this gradient measurably here"
+                        )
+            self.fd_seconds += time.perf_counter() - started
+            self.seconds["fd"] = self.fd_seconds
+        self.flush()
+
+    def compare(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
+        infos = job.infos
+        checkpoint = {id(i): self.wp.clone(i.arr, requires_grad=False) for i in infos}
+        objective, value = job.objective, job.entry["loss"]
+        loss_ulp = objective.ulp(self.wp) if math.isfinite(value) else 0.0
+        try:
+            values: dict[int, np.ndarray] = {}
+            replays = (self.replay(job.plan, objective, {}, capture=values), self.replay(job.plan, objective, {}))
+            worst = max(replays, key=lambda v: abs(v - value) if math.isfinite(v) else math.inf)
+            noise = abs(worst - value) if math.isfinite(worst) else math.inf
+            replay_ok = noise <= REPLAY_RTOL * abs(value) + loss_ulp
+            out = []
+            for info in leaves:
+                out.append(
+                    self.compare_param(info, objective, value, loss_ulp, noise, worst, replay_ok, values,
+                                       job.ad[id(info)], job.plan)
+                )  # fmt: skip
+        finally:
+            self.restore(infos, checkpoint)
+        first_record = job.records[0] if job.records and job.records[0] is not job.record else None
+        for info, res in zip(leaves, out, strict=True):
+            note = job.notes.get(id(info))
+            if note:
+                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
+            earlier = first_record.params.get(info.order) if first_record else None
+            if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
+                res["reason"] = (
+                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
+                    "each tape differentiates its own window only"
+                )
+                res["signature"] = "cross-window"
+            self.emit_param_findings(info, res, job.path, job.line)
+        return out
 
     # ----------------------------------------------------------------- checks
     def resolve_name(self, info: ArrayInfo, frame: Any) -> None:
@@ -667,12 +1134,14 @@ class Tracer:
                         ),
                         None,
                     )
+                    fam = self.family_of(info)
                     if culprit is None:
                         msg = (
                             f"`{info.name}` was read by the {op.label} at {op.path}:{op.line} and changed on the host "
                             f"before the backward at {path}:{line}: the backward replays against the new contents"
                         )
-                        self.add_finding("WF902", path, line, msg, ("WF902", path, line, info.name), array=info.name)
+                        self.add_finding("WF902", path, line, msg, ("WF902", path, line, fam), classified_as="WF303",
+                                         array=info.name, family=fam)  # fmt: skip
                         continue
                     where = "later on the same tape" if culprit.tape is tape else "after it was recorded"
                     msg = (
@@ -681,36 +1150,72 @@ class Tracer:
                         "against the new contents"
                     )
                     self.add_finding(
-                        "WF902", culprit.path, culprit.line, msg, ("WF902", culprit.path, culprit.line, info.name),
-                        array=info.name, reader=f"{op.path}:{op.line}", backward=f"{path}:{line}",
+                        "WF902", culprit.path, culprit.line, msg,
+                        ("WF902", culprit.path, culprit.line, culprit.label, fam),
+                        classified_as=self.overwrite_shape(culprit, info, tape), library=culprit.library,
+                        array=info.name, family=fam, reader=f"{op.path}:{op.line}", backward=f"{path}:{line}",
                     )  # fmt: skip
+
+    def family_of(self, info: ArrayInfo) -> str:
+        """What groups findings about one array: its name without list indices, else its argument label."""
+        if info.name.startswith("array#"):
+            return info.label or "array"
+        return family(info.name)
+
+    @staticmethod
+    def overwrite_shape(culprit: Op, info: ArrayInfo, tape: Any) -> str:
+        """The static rule that names the shape of an overwrite the probe saw at runtime."""
+        if culprit.tape is not tape:
+            return "WF303"  # written between the end of recording and the backward
+        if culprit.kind in ("copy", "assign"):
+            return "WF101"
+        if culprit.kind in ("zero", "fill"):
+            return "WF105"
+        uses = culprit.positions.get(info.order, [])
+        if not uses:
+            return "WF108"  # written through another array over the same memory
+        if any(pos is None for pos, _, _ in uses):
+            return "WF107"
+        write_pos = {pos for pos, _, w in uses if w}
+        if write_pos and any(r and pos not in write_pos for pos, r, _ in uses):
+            return "WF103"  # one object passed as input and as output
+        if any(r and w for _, r, w in uses):
+            return "WF106"
+        return "WF104"
 
     def tape_arrays(self, tape: Any) -> set[int]:
         """Ids of the arrays Warp's own record of ``tape`` passes to its launches."""
         out: set[int] = set()
         for launch in tape.launches:
             if isinstance(launch, list):
-                for arr, _ in self.array_args(list(launch[3]) + list(launch[4])):
+                for arr, _, _ in self.array_args(list(launch[3]) + list(launch[4])):
                     out.add(id(arr))
         return out
 
     def check_accumulated(self, params: list[ArrayInfo], path: str, line: int, used: set[int]) -> None:
-        """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses)."""
+        """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses).
+        One finding per backward: one missing ``tape.zero()`` leaves every gradient of the tape summed."""
+        stale: list[tuple[ArrayInfo, float]] = []
         with self.paused():
             for info in params:
-                if id(info.arr) not in used:
-                    continue
                 g = info.arr.grad
-                if g is None:
+                if id(info.arr) not in used or g is None:
                     continue
                 vals = _flat(g.numpy())
                 if np.any(vals != 0.0):
-                    msg = (
-                        f"`{info.name}.grad` is already non-zero (max |g| = {np.max(np.abs(vals)):.4g}) when the "
-                        "next iteration's backward starts: gradients from the previous iteration are summed in "
-                        "(missing tape.zero())"
-                    )
-                    self.add_finding("WF903", path, line, msg, ("WF903", path, line, info.name), array=info.name)
+                    stale.append((info, float(np.max(np.abs(vals)))))
+        if not stale:
+            return
+        # name the array the program trains (or at least names) first
+        stale.sort(key=lambda item: (not item[0].trained, item[0].name.startswith("array#"), -item[1]))
+        info, worst = stale[0]
+        others = f" (and {len(stale) - 1} other gradient(s) of this tape)" if len(stale) > 1 else ""
+        msg = (
+            f"`{info.name}.grad`{others} is already non-zero (max |g| = {worst:.4g}) when the next iteration's "
+            "backward starts: gradients from the previous iteration are summed in (missing tape.zero())"
+        )
+        self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
+                         array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
 
     # ----------------------------------------------------------------- FD
     def restore(self, infos: list[ArrayInfo], source: dict[int, Any] | None = None) -> None:
@@ -722,7 +1227,7 @@ class Tracer:
     def replay(
         self,
         plan: ReplayPlan,
-        loss: Any,
+        objective: Objective,
         perturb: dict[int, np.ndarray],
         capture: dict[int, np.ndarray] | None = None,
     ) -> float:
@@ -742,59 +1247,12 @@ class Tracer:
                     src = self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device)
                     self.orig["copy"](self.nograd(info.arr), src)
             op.replay()
-        return float(np.asarray(loss.numpy(), dtype=np.float64).reshape(-1)[0])
-
-    def compare(
-        self, loss: Any, loss_value: float, leaves: list[ArrayInfo], ad: dict[int, np.ndarray], path: str, line: int
-    ) -> list[dict[str, Any]]:
-        wp = self.wp
-        n_ops = len(self.ops)
-        infos = sorted(self.arrays.values(), key=lambda i: i.order)
-        checkpoint = {id(i): wp.clone(i.arr, requires_grad=False) for i in infos}
-        # a replay restores what the window writes and every parameter (an earlier replay perturbed it)
-        written = {id(w) for op in self.ops for w in op.writes}
-        plan = ReplayPlan(n_ops, [i for i in infos if id(i) in written or self.is_param_candidate(i)], {})
-        for info in leaves:
-            plan.leaves_at.setdefault(info.first_read, []).append(info)
-        loss_dtype = np.float64 if loss.dtype == wp.float64 else np.float32
-        loss_ulp = float(np.spacing(np.abs(loss_dtype(loss_value)))) if math.isfinite(loss_value) else 0.0
-        try:
-            values: dict[int, np.ndarray] = {}
-            replays = (self.replay(plan, loss, {}, capture=values), self.replay(plan, loss, {}))
-            worst = max(replays, key=lambda v: abs(v - loss_value) if math.isfinite(v) else math.inf)
-            noise = abs(worst - loss_value) if math.isfinite(worst) else math.inf
-            replay_ok = noise <= REPLAY_RTOL * abs(loss_value) + loss_ulp
-            out = []
-            for info in leaves:
-                out.append(
-                    self.compare_param(info, loss, loss_value, loss_ulp, noise, worst, replay_ok, values,
-                                       ad[id(info)], plan)
-                )  # fmt: skip
-        finally:
-            self.restore(infos, checkpoint)
-        first_record = self.verified[0] if self.verified else None
-        for info, res in zip(leaves, out, strict=True):
-            host = self.host_reads.get(id(info.arr))
-            if host is not None and host[0] is info.arr and host[2] <= n_ops:
-                note = (
-                    f"the program reads `{info.name}` on the host at {host[1]}: values it computes from it there "
-                    "are constants to both autodiff and this FD"
-                )
-                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
-            earlier = first_record.params.get(info.order) if first_record else None
-            if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
-                res["reason"] = (
-                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
-                    "each tape differentiates its own window only"
-                )
-                res["signature"] = "cross-window"
-            self.emit_param_findings(info, res, path, line)
-        return out
+        return objective.value()
 
     def compare_param(
         self,
         info: ArrayInfo,
-        loss: Any,
+        objective: Objective,
         loss_value: float,
         loss_ulp: float,
         noise: float,
@@ -826,11 +1284,14 @@ class Tracer:
             v = np.zeros(n)
             v[i] = scale[i]
             vectors.append(("element", i, v))
-        if n > 1:
+        if n > len(elements):  # directions add nothing when every element is sampled
             for _ in range(DIRECTION_SAMPLES):
                 vectors.append(("direction", None, self.rng.choice([-1.0, 1.0], size=n) * scale))
         ladders: list[tuple[str, int | None, float, list[judge.StepResult]]] = []
         for kind, idx, v in vectors:
+            if time.perf_counter() > self.fd_deadline:
+                reason = f"the FD time budget ({self.fd_budget():.0f} s) ran out before this parameter was judged"
+                return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
             ad_v = float(np.dot(grad, v))
             nz = v != 0.0
             t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
@@ -840,8 +1301,8 @@ class Tracer:
                 t = max(c, t_min * c / STEP_LADDER[-1])
                 plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
                 minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
-                lp = self.replay(plan, loss, {info.order: plus})
-                lm = self.replay(plan, loss, {info.order: minus})
+                lp = self.replay(plan, objective, {info.order: plus})
+                lm = self.replay(plan, objective, {info.order: minus})
                 # the effective step after rounding the perturbed parameter to its dtype
                 t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
                 steps.append(judge.StepResult(t_eff, lp, lm))
@@ -886,7 +1347,8 @@ class Tracer:
         """A parameter was updated from gradients. After window 0, trace the next iteration as window 1
         (its first backward also checks WF903); after window 1 only wait for that check."""
         self.stopped = "window-end"
-        if self.window == 0 and self.fd_seconds < FD_BUDGET_S / 2:
+        self.flush_pending()
+        if self.window == 0 and self.fd_seconds < self.fd_budget() / 2:
             self.window = 1
             self.previous_params = self.window_params
             self.window_params = []
@@ -894,6 +1356,7 @@ class Tracer:
             self.arrays = {}
             self.grads = {}
             self.tape_since = {}
+            self.leaf_read = {}
             self.verified = []
             self.host_grad_read = False
             self.host_reads = {}
@@ -908,6 +1371,8 @@ class Tracer:
             "error": self.error,
             "stopped": self.stopped,
             "ops": len(self.ops),
+            "notes": self.notes,
+            "seconds": self.seconds,
         }
 
     def flush(self) -> None:
@@ -916,28 +1381,42 @@ class Tracer:
             json.dump(self.payload(), f, default=float)
         os.replace(tmp, self.out_path)
 
-    def finish(self, why: str) -> None:
-        """Write the result and end the process: verify never runs a whole training."""
+    def finish(self, why: str, *, end_process: bool = True) -> None:
+        """Write the result and (by default) end the process: verify never runs a whole training."""
+        if self.mode == "done":
+            return
         self.stopped = why
+        self.mode = "done"
+        if self.error is None:
+            self.flush_pending()
         if self.error is None and not self.backwards:
             self.error = {
                 "program-exit": "the program finished without calling tape.backward(loss)",
-                "cap": f"no tape.backward(loss) within the first {len(self.ops)} operations",
+                "cap": f"no tape.backward within the first {len(self.ops)} operations",
             }.get(why)
         if self.error is None and self.backwards and not any(b["params"] for b in self.backwards):
             self.error = "no backward had a leaf parameter to compare: " + "; ".join(
                 f"{b['site']}: {b.get('note', '')}" for b in self.backwards
             )
-        if self.backwards:
+        if self.backwards and self.error is None:
             with self.paused():
-                for f in check_custom_adjoints(self.wp, self.relpath, list(self.taped_kernels.values())):
+                try:
+                    found = check_custom_adjoints(self.wp, self.relpath, list(self.taped_kernels.values()))
+                except Exception as exc:  # noqa: BLE001 - the gradient verdicts stand without this check
+                    found = []
+                    self.note(f"the custom-adjoint check (WF804) failed: {type(exc).__name__}: {exc}")
+                for f in found:
                     self.add_finding(f["rule"], f["path"], f["line"], f["message"], ("WF804", f["path"], f["line"]),
                                      **f.get("data", {}))  # fmt: skip
-        self.mode = "done"
         self.flush()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        if end_process:
+            os._exit(0)
+
+    def at_exit(self) -> None:
+        """The program ended on its own (or crashed: the excepthook has set the error)."""
+        self.finish("crash" if self.error else "program-exit", end_process=False)
 
     # ----------------------------------------------------------------- installation
     def install(self) -> None:
@@ -945,98 +1424,143 @@ class Tracer:
         ctx = wp._src.context
         types = wp._src.types
         tape_cls = wp._src.tape.Tape
-        tracer = self
+        shield = self.shield
 
-        orig_launch = ctx.launch
-        orig_copy = ctx.copy
-        self.orig["copy"] = orig_copy
-        self.signatures = {"launch": inspect.signature(orig_launch), "copy": inspect.signature(orig_copy)}
-
-        def launch(*args: Any, **kwargs: Any) -> Any:
-            return tracer.on_launch(orig_launch, args, kwargs)
-
-        def copy(*args: Any, **kwargs: Any) -> Any:
-            return tracer.on_copy(orig_copy, args, kwargs)
-
-        launch.__wrapped__ = orig_launch  # type: ignore[attr-defined]
-        copy.__wrapped__ = orig_copy  # type: ignore[attr-defined]
+        orig_launch, orig_copy = _as_program(ctx.launch), _as_program(ctx.copy)
+        self.orig["copy"] = ctx.copy
+        self.signatures = {"launch": inspect.signature(ctx.launch), "copy": inspect.signature(ctx.copy)}
+        hooks: dict[str, Callable[..., Any]] = {
+            "launch": shield(lambda *a, **k: self.on_launch(orig_launch, a, k), ctx.launch),
+            "copy": shield(lambda *a, **k: self.on_copy(orig_copy, a, k), ctx.copy),
+        }
+        for name, handler in (("capture_begin", self.on_capture_begin), ("capture_end", self.on_capture_end)):
+            orig = _as_program(getattr(ctx, name))
+            hooks[name] = shield(lambda *a, _h=handler, _o=orig, **k: _h(_o, a, k), getattr(ctx, name))
+        orig_capture_launch = _as_program(ctx.capture_launch)
+        hooks["capture_launch"] = shield(
+            lambda graph, *a, **k: self.on_capture_launch(orig_capture_launch, graph, *a, **k), ctx.capture_launch
+        )
         for mod in (wp, ctx):
-            mod.launch = launch
-            mod.copy = copy
+            for name, hook in hooks.items():
+                if hasattr(mod, name):
+                    setattr(mod, name, hook)
 
         arr_cls = types.array
-        orig_zero, orig_fill, orig_assign, orig_numpy = arr_cls.zero_, arr_cls.fill_, arr_cls.assign, arr_cls.numpy
+        orig_zero, orig_fill = _as_program(arr_cls.zero_), _as_program(arr_cls.fill_)
+        orig_assign, orig_numpy = _as_program(arr_cls.assign), arr_cls.numpy
+        arr_cls.zero_ = shield(lambda arr: self.on_fill(orig_zero, "zero", arr), arr_cls.zero_)
+        arr_cls.fill_ = shield(lambda arr, value: self.on_fill(orig_fill, "fill", arr, value), arr_cls.fill_)
+        arr_cls.assign = shield(lambda arr, src: self.on_assign(orig_assign, arr, src), arr_cls.assign)
+        arr_cls.numpy = shield(lambda arr, *a, **k: self.on_numpy(orig_numpy, arr, *a, **k), arr_cls.numpy)
 
-        def zero_(self: Any) -> Any:
-            return tracer.on_fill(orig_zero, "zero", self)
-
-        def fill_(self: Any, value: Any) -> Any:
-            return tracer.on_fill(orig_fill, "fill", self, value)
-
-        def assign(self: Any, src: Any) -> Any:
-            return tracer.on_assign(orig_assign, self, src)
-
-        def numpy_(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return tracer.on_numpy(orig_numpy, self, *args, **kwargs)
-
-        arr_cls.zero_, arr_cls.fill_, arr_cls.assign, arr_cls.numpy = zero_, fill_, assign, numpy_
-
-        orig_backward, orig_reset = tape_cls.backward, tape_cls.reset
-
-        def backward(self: Any, loss: Any = None, grads: Any = None) -> Any:
-            return tracer.on_backward(orig_backward, self, loss, grads)
-
-        def reset(self: Any) -> Any:
-            return tracer.on_reset(orig_reset, self)
-
-        tape_cls.backward, tape_cls.reset = backward, reset
+        orig_backward, orig_reset = _as_program(tape_cls.backward), _as_program(tape_cls.reset)
+        tape_cls.backward = shield(
+            lambda tape, loss=None, grads=None: self.on_backward(orig_backward, tape, loss, grads), tape_cls.backward
+        )
+        tape_cls.reset = shield(lambda tape: self.on_reset(orig_reset, tape), tape_cls.reset)
         install_adjoint_hook(wp)
 
+    def shield(self, hook: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+        """The hook as the program calls it: the program's own errors reach the program unchanged; an
+        error of the probe ends the run with "could not verify" instead of breaking the program."""
 
-def main(argv: list[str] | None = None) -> int:
-    global _SKIP_DIRS
-    parser = argparse.ArgumentParser(prog="python -m warpfix.verify.probe")
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--script")
-    target.add_argument("--module")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
-    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    out_path = os.environ[ENV_OUT]
-    cwd = os.getcwd()
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except _ProgramError as exc:
+                raise exc.error.with_traceback(exc.error.__traceback__) from None
+            except Exception as exc:  # noqa: BLE001 - any probe failure is one "could not verify" line
+                self.internal_failure(exc)
+                raise  # not reached: internal_failure ends the process
 
-    import warp as wp  # noqa: PLC0415
+        call.__wrapped__ = original  # type: ignore[attr-defined]
+        call.__name__ = getattr(original, "__name__", "hook")
+        call.__doc__ = getattr(original, "__doc__", None)
+        return call
 
+    def internal_failure(self, exc: BaseException) -> None:
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb) if f.filename.startswith(_SKIP_DIRS[1])),
+                     "")  # fmt: skip
+        self.error = f"internal error in the probe: {type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+        self.finish("internal-error")
+
+
+class _ProgramError(Exception):
+    """An exception raised by the program's own call into Warp, carried through the probe's hooks."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _as_program(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its exceptions wrapped as the program's (see :meth:`Tracer.shield`)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except _ProgramError:
+            raise
+        except Exception as exc:
+            raise _ProgramError(exc) from exc
+
+    return call
+
+
+def _write_error(out_path: str, error: str) -> None:
+    with open(out_path + ".tmp", "w") as f:
+        json.dump({"backwards": [], "findings": [], "error": error, "stopped": "probe"}, f)
+    os.replace(out_path + ".tmp", out_path)
+
+
+def bootstrap() -> None:
+    """Start the probe inside the program's own interpreter (called by the sitecustomize the runner
+    puts on PYTHONPATH): hook Warp, then let the interpreter run the program as the command says.
+
+    The result is written when the probe stops tracing (verify never runs a whole training) or at
+    exit. Children of the program do not inherit the probe.
+    """
+    global _SKIP_DIRS, _LIBRARY_DIRS
+    out_path = os.environ.pop(ENV_OUT, None)
+    device = os.environ.pop(ENV_DEVICE, None)
+    probe_dir = os.environ.pop(ENV_PATH, None)
+    if probe_dir:
+        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != probe_dir]
+        if parts:
+            os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+        else:
+            os.environ.pop("PYTHONPATH", None)
+    if not out_path:
+        return
+    try:
+        import warp as wp  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001 - reported as one line
+        _write_error(out_path, f"the program's interpreter {sys.executable} cannot load the probe: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+        os._exit(0)
     _SKIP_DIRS = _skip_dirs()
-    tracer = Tracer(out_path, cwd)
-    device = os.environ.get(ENV_DEVICE)
+    _LIBRARY_DIRS = _library_dirs()
+    tracer = Tracer(out_path, os.getcwd())
     try:
         if device:
             wp.init()
             wp.set_device(device)
-    except Exception as exc:  # noqa: BLE001 - reported as "could not run"
+    except Exception as exc:  # noqa: BLE001
         tracer.error = f"cannot use device {device!r}: {exc}"
         tracer.finish("device")
-    tracer.install()
     try:
-        if ns.script:
-            script = os.path.abspath(ns.script)
-            sys.argv = [ns.script, *args]
-            sys.path[0] = os.path.dirname(script)
-            runpy.run_path(script, run_name="__main__")
-        else:
-            sys.argv = [ns.module, *args]
-            sys.path[0] = cwd
-            runpy.run_module(ns.module, run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            tracer.error = f"the program exited with status {exc.code}"
-    except BaseException as exc:  # noqa: BLE001 - any crash of the user's program is a verdict
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-        tracer.error = f"the program crashed: {type(exc).__name__}: {exc}\n{tb}"
-    tracer.finish("crash" if tracer.error else "program-exit")
-    return 0
+        tracer.install()
+    except Exception as exc:  # noqa: BLE001
+        tracer.error = f"the probe cannot start in {sys.executable}: {type(exc).__name__}: {exc}"
+        tracer.finish("probe")
+    previous_hook = sys.excepthook
 
+    def excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if tracer.mode != "done" and tracer.error is None:
+            text = "".join(traceback.format_exception(kind, exc, tb)[-6:])
+            tracer.error = f"the program crashed: {kind.__name__}: {exc}\n{text}"
+        previous_hook(kind, exc, tb)
 
-if __name__ == "__main__":
-    main()
+    sys.excepthook = excepthook
+    atexit.register(tracer.at_exit)

@@ -42,8 +42,14 @@ def render_report(report: VerifyReport, *, color: bool = False) -> str:
         if not b.params:
             table.add_row("-", "-", "-", "-", b.note)
         console.print(table)
+        if b.objective != "loss":
+            console.print(f"objective: {b.objective}")
+        if b.note and b.params:
+            console.print(f"note: {b.note}")
         console.print()
     out = buf.getvalue()
+    for note in report.notes:
+        out += f"note: {note}\n"
     if report.findings:
         out += render_text(report.findings, color=color)
     if report.error:

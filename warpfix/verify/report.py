@@ -51,6 +51,7 @@ class BackwardResult:
     params: list[ParamResult] = field(default_factory=list)
     note: str = ""  # why this backward could not be compared, when it could not
     window: int = 0  # 0: the first training iteration, 1: the next one
+    objective: str = "loss"  # what the backward differentiates: the loss, or seeded outputs (grads=, by hand)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -61,6 +62,8 @@ class BackwardResult:
         }
         if self.note:
             out["note"] = self.note
+        if self.objective != "loss":
+            out["objective"] = self.objective
         return out
 
 
@@ -78,6 +81,8 @@ class VerifyReport:
     error: str | None = None
     stopped: str = ""  # why the probe stopped tracing: "window-end", "cap", "program-exit", ...
     program_output: str = ""  # tail of the program's stdout/stderr, for error reports
+    notes: list[str] = field(default_factory=list)  # how the program was run (graph capture run eagerly, ...)
+    probe_seconds: dict[str, float] = field(default_factory=dict)  # the probe's own time: trace, integrity, fd
 
     @property
     def first_iteration(self) -> list[BackwardResult]:
@@ -99,9 +104,16 @@ class VerifyReport:
         out: dict[str, Any] = {
             "version": JSON_VERSION,
             "backwards": [b.to_json() for b in self.backwards],
-            "findings": [f.to_json() for f in sorted(self.findings, key=Finding.sort_key)],
+            "findings": [
+                {**f.to_json(), "classified_as": f.data.get("classified_as")}
+                for f in sorted(self.findings, key=Finding.sort_key)
+            ],
             "exit_code": self.exit_code,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.probe_seconds:
+            out["probe_seconds"] = dict(self.probe_seconds)
         if self.error is not None:
             out["error"] = self.error
         if self.stopped:
@@ -109,18 +121,44 @@ class VerifyReport:
         return out
 
 
-def make_finding(rule: str, path: str, line: int, message: str, data: dict[str, Any] | None = None) -> Finding:
-    """Build a verify finding located at the start of a source line."""
-    name, severity, fix = RULE_INFO[rule]
-    span = Span(path=path, line=line, column=1, end_line=line, end_column=1)
+def _span(path: str, line: int) -> Span:
+    return Span(path=path, line=line, column=1, end_line=line, end_column=1)
+
+
+def make_finding(
+    rule: str,
+    path: str,
+    line: int,
+    message: str,
+    data: dict[str, Any] | None = None,
+    *,
+    classified_as: str | None = None,
+    related: list[dict[str, Any]] | None = None,
+    severity: str | None = None,
+) -> Finding:
+    """Build a verify finding located at the start of a source line (the program's line).
+
+    ``classified_as`` is the static rule that names the runtime finding's shape (kept in
+    ``data["classified_as"]`` for the fixer, and said in the message); ``related`` holds the
+    library line that called Warp.
+    """
+    name, default_severity, fix = RULE_INFO[rule]
+    data = dict(data or {})
+    count = data.get("count", 1)
+    if count > 1:
+        message = f"{message} ({count} occurrences: one per step or array of the family)"
+    if classified_as:
+        data["classified_as"] = classified_as
+        message = f"{message} [shape of {classified_as}]"
     return Finding(
         rule=rule,
         name=name,
-        severity=severity,
-        span=span,
+        severity=Severity(severity) if severity else default_severity,
+        span=_span(path, line),
         message=message,
         fix=Fix(FixSafety.NONE, fix),
-        data=data or {},
+        data=data,
+        related=tuple((_span(r["path"], int(r["line"])), r.get("message", "")) for r in related or ()),
     )
 
 
@@ -143,10 +181,14 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
             ],
             note=b.get("note", ""),
             window=b.get("window", 0),
+            objective=b.get("objective", "loss"),
         )
         for b in raw.get("backwards", [])
     ]
     findings = [
-        make_finding(f["rule"], f["path"], int(f["line"]), f["message"], f.get("data")) for f in raw.get("findings", [])
+        make_finding(f["rule"], f["path"], int(f["line"]), f["message"], f.get("data"),
+                     classified_as=f.get("classified_as"), related=f.get("related"), severity=f.get("severity"))  # fmt: skip
+        for f in raw.get("findings", [])
     ]
-    return VerifyReport(backwards=backwards, findings=findings, error=raw.get("error"), stopped=raw.get("stopped", ""))
+    return VerifyReport(backwards=backwards, findings=findings, error=raw.get("error"), stopped=raw.get("stopped", ""),
+                        notes=list(raw.get("notes", [])), probe_seconds=dict(raw.get("seconds", {})))  # fmt: skip

@@ -1,57 +1,64 @@
-"""Parent side of `warpfix verify`: start the probe in a subprocess, enforce the timeout, read its result."""
+"""Parent side of `warpfix verify`: run the command as given with the probe injected, read its result.
+
+The command runs exactly as the user wrote it (``/other/venv/bin/python train.py``, ``python -m
+pkg.train``, a console script): the probe reaches the program's interpreter through a
+``sitecustomize`` on ``PYTHONPATH``, in a temporary folder that holds nothing but the probe
+package (which needs only warp and numpy there).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import signal
-import subprocess
-import sys
+import shutil
 import tempfile
 from pathlib import Path
 
+from warpfix.procs import run_group, sigterm_as_interrupt
+from warpfix.verify.probe import ENV_DEVICE, ENV_OUT, ENV_PATH
 from warpfix.verify.report import VerifyReport, report_from_probe
 
-ENV_OUT = "WARPFIX_VERIFY_OUT"
-ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
+#: The probe's modules (relative imports only), copied into the injected package.
+PROBE_MODULES = ("probe.py", "judge.py", "adjoint.py")
+PROBE_PACKAGE = "_warpfix_probe"
 
-_PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
-# interpreter options that take a separate argument
-_OPTS_WITH_ARG = {"-W", "-X", "-Q"}
+_SITECUSTOMIZE = '''\
+"""Injected by `warpfix verify`: start the probe, then the sitecustomize this one shadows (if any)."""
+import os
+import sys
+
+if os.environ.get("{out}"):
+    try:
+        from {pkg}.probe import bootstrap
+    except Exception as exc:  # the interpreter lacks numpy or warp: one line, and the program does not run
+        import json
+
+        with open(os.environ["{out}"], "w") as f:
+            why = "the program's interpreter %s cannot load the probe: %s: %s" % (sys.executable, type(exc).__name__, exc)
+            json.dump({{"backwards": [], "findings": [], "error": why, "stopped": "probe"}}, f)
+        os._exit(0)
+    bootstrap()
+_here = os.path.dirname(os.path.abspath(__file__))
+del sys.modules["sitecustomize"]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+try:
+    import sitecustomize  # noqa: F401
+except ImportError:
+    pass
+'''
 
 
-def probe_command(cmd: list[str]) -> list[str]:
-    """Translate ``python [opts] script.py args`` / ``python -m pkg.mod args`` into the probe command.
-
-    The program runs under this interpreter (the one warpfix is installed in), like
-    ``python`` would run it: ``__main__`` semantics, its own argv and ``sys.path[0]``.
-    Raises ValueError for commands the probe cannot host.
-    """
-    if not cmd:
-        raise ValueError("no command given: use `warpfix verify -- python train.py ...`")
-    rest = list(cmd)
-    if _PYTHON.match(Path(rest[0]).name):
-        rest = rest[1:]
-        while rest and rest[0].startswith("-") and rest[0] != "-m":
-            opt = rest.pop(0)
-            if opt == "-c":
-                raise ValueError("`python -c` is not supported: put the program in a file")
-            if opt in _OPTS_WITH_ARG and rest:
-                rest.pop(0)
-    elif not rest[0].endswith(".py"):
-        raise ValueError(f"cannot verify {rest[0]!r}: the command must run a Python script or module")
-    if not rest:
-        raise ValueError("no script or module in the command")
-    if rest[0] == "-m":
-        if len(rest) < 2:
-            raise ValueError("`-m` needs a module name")
-        target = ["--module", rest[1]]
-        args = rest[2:]
-    else:
-        target = ["--script", rest[0]]
-        args = rest[1:]
-    return [sys.executable, "-m", "warpfix.verify.probe", *target, "--", *args]
+def install_probe(folder: str) -> str:
+    """Write the probe package and its sitecustomize under ``folder``; return the PYTHONPATH entry."""
+    root = Path(folder) / "probe-path"
+    pkg = root / PROBE_PACKAGE
+    pkg.mkdir(parents=True)
+    here = Path(__file__).resolve().parent
+    for name in PROBE_MODULES:
+        shutil.copyfile(here / name, pkg / name)
+    (pkg / "__init__.py").write_text('"""The warpfix verify probe (a copy; needs only warp and numpy)."""\n')
+    (root / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(out=ENV_OUT, pkg=PROBE_PACKAGE))
+    return str(root)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -67,40 +74,34 @@ def run_verify(
 ) -> VerifyReport:
     """Run ``cmd`` (e.g. ``["python", "train.py", "--small"]``) in ``cwd`` under the FD probe.
 
-    The probe traces the first training iteration, compares the gradient of every
-    ``tape.backward(loss)`` with central finite differences of the replayed iteration,
-    checks tape integrity (WF902/903/905) and custom adjoints (WF804), then stops the
-    program. The child is killed (its whole process group) after ``timeout`` seconds.
+    The probe traces the first training iterations, compares the gradient of every
+    ``tape.backward`` with central finite differences of the replayed iteration, checks tape
+    integrity (WF902/903/905) and custom adjoints (WF804), then stops the program. The
+    program runs in its own process group, ended (with any background children) when it
+    exits, after ``timeout`` seconds, and on Ctrl-C (KeyboardInterrupt is re-raised).
 
     Returns a :class:`VerifyReport`; ``report.error`` is set (and ``exit_code`` is 2) when
     the program could not be verified.
     """
-    try:
-        child = probe_command(cmd)
-    except ValueError as exc:
-        return VerifyReport(error=str(exc))
-    pkg_root = str(Path(__file__).resolve().parents[2])
+    if not cmd:
+        return VerifyReport(error="no command given: use `warpfix verify -- python train.py ...`")
     with tempfile.TemporaryDirectory(prefix="warpfix-verify-") as tmp:
         out_path = Path(tmp) / "result.json"
         log_path = Path(tmp) / "output.log"
+        probe_path = install_probe(tmp)
         env = dict(os.environ)
         env[ENV_OUT] = str(out_path)
+        env[ENV_PATH] = probe_path
+        env.pop(ENV_DEVICE, None)
         if device:
             env[ENV_DEVICE] = device
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (probe_path, env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        timed_out = False
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                child, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
+        with open(log_path, "wb") as log, sigterm_as_interrupt():
             try:
-                returncode = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                returncode = proc.wait()
+                done = run_group(cmd, cwd=cwd, env=env, timeout=timeout, output=log)
+            except OSError as exc:
+                return VerifyReport(error=f"cannot run {cmd[0]!r}: {exc.strerror or exc}")
         output = _tail(log_path)
         raw: dict | None = None
         if out_path.exists():
@@ -110,9 +111,14 @@ def run_verify(
                 raw = None
     report = report_from_probe(raw) if raw is not None else VerifyReport()
     report.program_output = output
-    if timed_out:
-        report.error = f"the program did not finish its first training iteration within {timeout:g} s (killed)"
+    if done.timed_out:
+        report.error = f"the program did not finish its first training iterations within {timeout:g} s (killed)"
         report.stopped = "timeout"
     elif raw is None:
-        report.error = f"the probe produced no result (exit status {returncode})"
+        report.error = (
+            f"the probe produced no result (exit status {done.returncode}): the command must run a Python "
+            "program that imports warp (the probe starts through sitecustomize; `python -S` or `-I` disable it)"
+        )
+    elif report.error is None and report.stopped == "program-exit" and done.returncode != 0:
+        report.error = f"the program exited with status {done.returncode}"
     return report
