@@ -1385,6 +1385,7 @@ class Tracer:
             "ops": len(self.ops),
             "notes": self.notes,
             "seconds": self.seconds,
+            "finished": self.mode == "done",
         }
 
     def flush(self) -> None:
