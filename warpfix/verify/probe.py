@@ -1078,18 +1078,28 @@ class Tracer:
         checkpoint = {id(i): self.wp.clone(i.arr, requires_grad=False) for i in infos}
         objective, value = job.objective, job.entry["loss"]
         loss_ulp = objective.ulp(self.wp) if math.isfinite(value) else 0.0
+        out: list[dict[str, Any]] = []
         try:
             values: dict[int, np.ndarray] = {}
             replays = (self.replay(job.plan, objective, {}, capture=values), self.replay(job.plan, objective, {}))
             worst = max(replays, key=lambda v: abs(v - value) if math.isfinite(v) else math.inf)
             noise = abs(worst - value) if math.isfinite(worst) else math.inf
             replay_ok = noise <= REPLAY_RTOL * abs(value) + loss_ulp
-            out = []
             for info in leaves:
                 out.append(
                     self.compare_param(info, objective, value, loss_ulp, noise, worst, replay_ok, values,
                                        job.ad[id(info)], job.plan)
                 )  # fmt: skip
+        except _BudgetSpent:
+            reason = (
+                f"the FD time budget ({self.fd_budget():.0f} s) ran out while replaying the iteration "
+                f"({job.plan.n_ops} operations)"
+            )
+            out += [
+                {"name": i.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": "",
+                 "verdict": judge.UNRELIABLE, "reason": reason}
+                for i in leaves[len(out):]
+            ]  # fmt: skip
         finally:
             self.restore(infos, checkpoint)
         first_record = job.records[0] if job.records and job.records[0] is not job.record else None
@@ -1238,6 +1248,8 @@ class Tracer:
         """
         self.restore(plan.restore)
         for op in self.ops[: plan.n_ops]:
+            if time.perf_counter() > self.fd_deadline:
+                raise _BudgetSpent
             for info in plan.leaves_at.get(op.index, ()):
                 if capture is not None:
                     capture[info.order] = _flat(info.arr.numpy()).copy()
@@ -1373,6 +1385,7 @@ class Tracer:
             "ops": len(self.ops),
             "notes": self.notes,
             "seconds": self.seconds,
+            "finished": self.mode == "done",
         }
 
     def flush(self) -> None:
@@ -1484,6 +1497,10 @@ class Tracer:
                      "")  # fmt: skip
         self.error = f"internal error in the probe: {type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
         self.finish("internal-error")
+
+
+class _BudgetSpent(Exception):
+    """The FD time budget ran out in the middle of a replay."""
 
 
 class _ProgramError(Exception):

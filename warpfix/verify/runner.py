@@ -119,6 +119,9 @@ def run_verify(
             f"the probe produced no result (exit status {done.returncode}): the command must run a Python "
             "program that imports warp (the probe starts through sitecustomize; `python -S` or `-I` disable it)"
         )
+    elif not raw.get("finished", True):
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"status {done.returncode}"
+        report.error = f"the program died ({how}) while the probe was still working: no verdict is given"
     elif report.error is None and report.stopped == "program-exit" and done.returncode != 0:
         report.error = f"the program exited with status {done.returncode}"
     return report
