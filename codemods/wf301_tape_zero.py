@@ -14,7 +14,12 @@ Strategies, tried in this order (the applied one is named in the report):
 * **zero before backward**: with ``arrays`` given (a tape that is fresh each iteration while
   persistent arrays keep their ``.grad``, or a backward outside any loop of its function),
   ``<array>.grad.zero_()`` just before the backward, for each array whose name the function
-  can see.
+  can see;
+* **zero after the consumer in the repeated method**: a ``self.<tape>`` whose backward sits in a
+  method with no loop (``forward_backward()``, run by a library runner through ``step()``):
+  ``self.<tape>.zero()`` right after the last statement that reads a ``.grad`` (the optimizer
+  step), in that method or in the method of the same class that calls it -- newton's trainers'
+  own shape.
 
 Nothing changes a forward value: only gradient buffers are cleared, after their use.
 
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, dotted, target_names
+from codemods._base import FindingCommand, NotApplicable, call_name, dotted, target_names
 
 
 class ZeroTape(FindingCommand):
@@ -67,11 +72,19 @@ class ZeroTape(FindingCommand):
         arrays = self.data["arrays"]
         if isinstance(arrays, str):
             arrays = [a.strip() for a in arrays.split(",") if a.strip()]
+        arrays = list(dict.fromkeys(arrays or ()))  # one zero_() per array, however often it is named
+        unnamed = "the finding names no array whose .grad to zero"
         if arrays:
-            self._zero_before(stmt, list(arrays), func)
+            try:
+                self._zero_before(stmt, list(arrays), func)
+                return
+            except NotApplicable as exc:
+                unnamed = str(exc)
+        if func is not None and tape.startswith("self.") and self._zero_after_consumer(stmt, func, tape):
             return
         raise self.not_applicable(
-            "the backward is not in a loop of its function, and the finding names no array whose .grad to zero"
+            f"the backward is not in a loop of its function, {unnamed}, and no statement of its method or "
+            "of a method calling it reads a .grad after it"
         )
 
     # -- strategies -----------------------------------------------------------------------
@@ -117,8 +130,63 @@ class ZeroTape(FindingCommand):
                 raise self.not_applicable(f"{array} is not a plain array expression")
             if visible is not None and base.value not in visible:
                 raise self.not_applicable(f"{array} is not visible where the backward runs")
+            if base.value == "self" and isinstance(root, cst.Attribute) and not self._class_sets(func, root):
+                raise self.not_applicable(f"{array} is not an attribute this class sets (the model named it "
+                                          "from another class's `self`)")
+        block = list(self.block_of(backward))
+        before = {self.code(s).strip() for s in block[: block.index(backward)]} if backward in block else set()
+        arrays = [a for a in arrays if f"{a}.grad.zero_()" not in before]
+        if not arrays:
+            raise self.not_applicable("every named .grad is already zeroed before the backward")
         self.insert_before(backward, [self.statement(f"{a}.grad.zero_()\n") for a in arrays])
         self.summary(f"zero before backward: {', '.join(a + '.grad' for a in arrays)} cleared before it")
+
+    def _zero_after_consumer(self, backward: cst.BaseStatement, func: cst.FunctionDef, tape: str) -> bool:
+        """``<tape>.zero()`` after the last top-level statement that reads a ``.grad`` once the
+        backward has run: in ``func`` itself, else in the methods of its class that call it."""
+        cls = self.enclosing(func, cst.ClassDef)
+        own = [s for s in func.body.body if s is backward or any(a is backward for a in self.nodes(s, type(backward)))]
+        places: list[tuple[cst.FunctionDef, cst.BaseStatement]] = [(func, own[0])] if own else []
+        if cls is not None:
+            for method in self.nodes(cls, cst.FunctionDef):
+                for s in method.body.body if method is not func else ():
+                    if any(self._is_self_call(c, func.name.value) for c in self.nodes(s, cst.Call)):
+                        places.append((method, s))
+                        break
+        for method, call_stmt in places:
+            body = list(method.body.body)
+            after = body[body.index(call_stmt) + 1:] if method is not func else body[body.index(call_stmt):]
+            if any(self._calls(s, tape, ("zero", "reset")) for s in after):
+                raise self.not_applicable(f"{method.name.value}() already calls {tape}.zero()")
+            readers = [s for s in after if self._reads_grad(s)]
+            if readers:
+                self.insert_after(readers[-1], [self.statement(f"{tape}.zero()\n")])
+                self.summary(f"zero after the consumer: `{tape}.zero()` after the last `.grad` read in "
+                             f"{method.name.value}()")
+                return True
+        return False
+
+    def _class_sets(self, func: cst.FunctionDef | None, attr: cst.Attribute) -> bool:
+        """Whether a method of ``func``'s class assigns the first attribute of ``self.<a>...`` (True outside a class)."""
+        first = attr
+        while isinstance(first.value, cst.Attribute):
+            first = first.value
+        cls = self.enclosing(func, cst.ClassDef) if func is not None else None
+        if cls is None:
+            return True  # a plain function's `self` parameter: nothing to compare against
+        for assign in self.nodes(cls, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            for t in targets:
+                if isinstance(t, cst.Attribute) and self.code(t.value) == "self" and t.attr.value == first.attr.value:
+                    return True
+        return False
+
+    def _is_self_call(self, call: cst.Call, name: str) -> bool:
+        f = call.func
+        return isinstance(f, cst.Attribute) and f.attr.value == name and self.code(f.value) == "self"
+
+    def _reads_grad(self, stmt: cst.CSTNode) -> bool:
+        return any(a.attr.value == "grad" for a in self.nodes(stmt, cst.Attribute))
 
     # -- helpers ----------------------------------------------------------------------------
     def summary(self, text: str) -> None:

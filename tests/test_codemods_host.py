@@ -186,6 +186,60 @@ class TestZeroTape(CodemodTest):
         """
         self.assertCodemod(before, before, line=2, arrays=["params"], expected_skip=True)
 
+    def test_after_the_consumer_in_the_method_that_calls_the_backward(self) -> None:
+        # newton's trainers: forward_backward() records and backs off a fresh self.tape; step(), run by
+        # a library runner, consumes the gradient; the zero belongs right after that consumer
+        before = """
+            class Example:
+                def forward_backward(self):
+                    self.tape = wp.Tape()
+                    with self.tape:
+                        self.forward()
+                    self.tape.backward(self.loss)
+
+                def step(self):
+                    if self.graph:
+                        wp.capture_launch(self.graph)
+                    else:
+                        self.forward_backward()
+                    x = self.states[0].particle_qd
+                    wp.launch(step_kernel, dim=len(x), inputs=[x, x.grad, self.train_rate])
+                    self.train_iter += 1
+        """
+        after = before.replace(
+            "inputs=[x, x.grad, self.train_rate])\n",
+            "inputs=[x, x.grad, self.train_rate])\n" + " " * 20 + "self.tape.zero()\n",
+        )
+        assert after != before
+        self.assertCodemod(before, after, line=6)
+
+    def test_arrays_another_class_sets_fall_back_to_the_consumer(self) -> None:
+        before = """
+            class Example:
+                def forward_backward(self):
+                    with self.tape:
+                        self.forward()
+                    self.tape.backward()
+
+                def step(self):
+                    self.forward_backward()
+                    self.optimizer.step([self.rollouts.trajectories.grad.flatten()])
+                    self.frame += 1
+        """
+        after = before.replace(".grad.flatten()])\n", ".grad.flatten()])\n" + " " * 20 + "self.tape.zero()\n")
+        assert after != before
+        self.assertCodemod(before, after, line=5, arrays=["self.trajectories", "self.trajectories"])
+
+    def test_named_grads_already_zeroed_are_not_zeroed_again(self) -> None:
+        before = """
+            def fit(w):
+                with wp.Tape() as tape:
+                    forward(w)
+                w.grad.zero_()
+                tape.backward(loss)
+        """
+        self.assertCodemod(before, before, line=5, arrays=["w"], expected_skip=True)
+
     def test_not_in_loop_is_skipped(self) -> None:
         self.assertCodemod("tape.backward(loss)\n", "tape.backward(loss)\n", line=1, expected_skip=True)
 
