@@ -6,37 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests._cli import BUG_LINE, BUGGY
 from warpfix.cli import main
-
-BUGGY = textwrap.dedent(
-    """
-    import warp as wp
-
-    @wp.kernel
-    def scale(x: wp.array(dtype=float), s: float):
-        i = wp.tid()
-        x[i] *= s
-
-    @wp.kernel
-    def loss_k(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
-        i = wp.tid()
-        wp.atomic_add(loss, 0, x[i] * x[i])
-
-    x = wp.ones(4, dtype=float, requires_grad=True)
-    loss = wp.zeros(1, dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        wp.launch(scale, 4, inputs=[x, 2.0])
-        wp.launch(loss_k, 4, inputs=[x, loss])
-    tape.backward(loss)
-    """
-)
-BUG_LINE = 7
 
 
 @pytest.fixture
