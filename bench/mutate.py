@@ -230,16 +230,18 @@ def score_apply(outcome: Outcome, mutant: Mutant, folder: Path, program: Program
     if target.read_text() == mutant.code:
         outcome.fix_detail = "file unchanged"
         return
+    outcome.fixed, outcome.fix_detail = judge_fixed(fix, program, original, timeout)
+
+
+def judge_fixed(fix: Path, program: Program, original: Record, timeout: float) -> tuple[bool, str]:
+    """Run the edited program under the recorder: fixed when the original's losses and gradients come back."""
     fixed, why = run_recorded(fix, program, timeout)
     if fixed is None:
-        outcome.fix_detail = f"fixed program: {why}"
-        return
+        return False, f"fixed program: {why}"
     if not first_loss_equal(original, fixed):
-        outcome.fix_detail = "first loss changed by the fix"
-        return
+        return False, "first loss changed by the fix"
     diff = compare(original, fixed)
-    outcome.fixed = not diff
-    outcome.fix_detail = diff or "matches the original"
+    return not diff, diff or "matches the original"
 
 
 def score_static(outcome: Outcome, mutant: Mutant, folder: Path, program: Program, original: Record,
@@ -257,15 +259,7 @@ def score_static(outcome: Outcome, mutant: Mutant, folder: Path, program: Progra
     if target.read_text() == mutant.code:
         outcome.static_detail = "no edit"
         return
-    fixed, why = run_recorded(fix, program, timeout)
-    if fixed is None:
-        outcome.static_detail = f"fixed program: {why}"
-    elif not first_loss_equal(original, fixed):
-        outcome.static_detail = "first loss changed by the fix"
-    else:
-        diff = compare(original, fixed)
-        outcome.static_fixed = not diff
-        outcome.static_detail = diff or "matches the original"
+    outcome.static_fixed, outcome.static_detail = judge_fixed(fix, program, original, timeout)
 
 
 def score_verify(outcome: Outcome, folder: Path, program: Program, timeout: float) -> None:
