@@ -5,11 +5,20 @@ or through other funcs), is launched inside a tape scope somewhere in the analys
 host-level finding is taped when a statement at its line runs inside a tape scope, is a tape
 operation, or runs between the end of a recording and that tape's backward. Code that no tape
 records gets at most a warning (RULES.md) and no automatic edit.
+
+Whether the program records on a tape at all decides how code no visible tape reaches is
+reported (the reach policy of the kernel-body rules, and the fallback for host statements the
+model did not trace). So that this does not depend on which paths were given, the program of a
+file inside a package is its top-most enclosing package: ``check pkg/geometry`` sees that
+``pkg/train.py`` records on a tape, as ``check pkg`` does (:func:`context_records`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import weakref
 from collections.abc import Iterable
 
 from warpfix.finding import Finding, Severity
@@ -27,6 +36,7 @@ class TapedIndex:
         self.any_recorded = False
         for trace in project.traces:
             self._scan(trace.events)
+        self.any_recorded = self.any_recorded or context_records(project)
 
     def _taped_kernels(self) -> set[tuple[str, str]]:
         """(path, name) of kernels launched on a tape, and of the funcs they reach."""
@@ -99,6 +109,70 @@ class TapedIndex:
         return self.any_recorded  # a statement the model did not trace: taped if any tape records
 
 
+_TAPE_USE = re.compile(r"\bTape\s*\(")
+_SKIP_DIRS = frozenset({"__pycache__", ".git", "node_modules"})
+#: path -> (mtime_ns, size, uses a tape): a long-running process (the language server) rescans cheaply
+_TAPE_USE_CACHE: dict[str, tuple[int, int, bool]] = {}
+_CONTEXT_CACHE: list[tuple[weakref.ref, bool]] = []  # the last project asked about
+
+
+def package_root(path: str) -> str | None:
+    """The top-most folder of the package ``path`` lies in (each folder from the file's up to it
+    holds an ``__init__.py``), or None for a file outside any package."""
+    folder = os.path.dirname(os.path.abspath(path))
+    root = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        root = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return root
+
+
+def _uses_tape(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    hit = _TAPE_USE_CACHE.get(path)
+    if hit is not None and hit[:2] == (st.st_mtime_ns, st.st_size):
+        return hit[2]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            found = bool(_TAPE_USE.search(fh.read()))
+    except OSError:
+        found = False
+    _TAPE_USE_CACHE[path] = (st.st_mtime_ns, st.st_size, found)
+    return found
+
+
+def context_records(project: Project) -> bool:
+    """Whether a file the check was not given, in the top-most package enclosing one it was given,
+    creates a tape (``Tape(`` in its text; computed once per project). Such a program records on
+    a tape even when none of the given files does."""
+    for ref, cached in _CONTEXT_CACHE:
+        if ref() is project:
+            return cached
+    given = {os.path.realpath(p) for p in project.files}
+    roots = {r for r in map(package_root, project.files) if r is not None}
+    found = False
+    for root in sorted(roots):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if name.endswith(".py") and os.path.realpath(path) not in given and _uses_tape(path):
+                    found = True
+                    break
+            if found:
+                break
+        if found:
+            break
+    _CONTEXT_CACHE[:] = [(weakref.ref(project), found)]
+    return found
+
+
 def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning."""
     index = TapedIndex(project)
@@ -110,4 +184,4 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     return out
 
 
-__all__ = ["TapedIndex", "mark_taped"]
+__all__ = ["TapedIndex", "context_records", "mark_taped", "package_root"]
