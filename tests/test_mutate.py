@@ -164,6 +164,22 @@ def test_inplace_mul_splits_a_product_into_an_inplace_multiply() -> None:
     assert BY_NAME["inplace-mul"].count(PROGRAM) == 1
 
 
+def test_inplace_mul_operand_makes_the_left_operand_the_inplace_multiplier() -> None:
+    m = mutant("inplace-mul-operand")
+    assert line(m) == "y[i] *= x[i]"
+    assert m.code.splitlines()[m.line - 2].strip() == "y[i] = k"
+    assert BY_NAME["inplace-mul-operand"].count(PROGRAM) == 1
+    # a literal left operand is no site: its gradient is never read
+    assert BY_NAME["inplace-mul-operand"].count(PROGRAM.replace("x[i] * k", "2.0 * x[i]")) == 0
+
+
+def test_ping_pong_makes_the_trajectory_alternate_between_two_buffers() -> None:
+    m = mutant("ping-pong")
+    assert line(m) == "self.states = [self.states[i % 2] for i in range(len(self.states))]"
+    assert m.code.splitlines()[m.line - 2].strip() == "self.states = [make_state() for _ in range(n + 1)]"
+    assert BY_NAME["ping-pong"].count(PROGRAM) == 1
+
+
 def test_kernel_rmw_writes_the_result_back_into_the_input_element() -> None:
     m = mutant("kernel-rmw")
     assert line(m) == "x[i] = y[i]"

@@ -371,6 +371,40 @@ class ListAlias(Operator):
         return _ListAlias(TapedScope(module), target)
 
 
+class _PingPong(BlockTransformer):
+    """After ``X = [make() for _ in range(n)]``: ``X = [X[i % 2] for i in range(len(X))]``, so the
+    trajectory's states alternate between two buffers (step N+1 writes what step N-1 wrote and
+    step N read). The forward is unchanged when each step writes every output element and only
+    the last state is read afterwards; the tape's replay of the earlier steps is not."""
+
+    def is_site(self, body: Sequence[cst.BaseStatement], index: int) -> bool:
+        assign = _single_assign(body[index])
+        if assign is None or len(assign.targets) != 1 or dotted(assign.targets[0].target) is None:
+            return False
+        comp = assign.value
+        if not isinstance(comp, cst.ListComp) or comp.for_in.inner_for_in is not None or comp.for_in.ifs:
+            return False
+        it = comp.for_in.iter
+        return isinstance(comp.elt, cst.Call) and isinstance(it, cst.Call) and call_name(it) == "range"
+
+    def edit(self, body: Sequence[cst.BaseStatement], index: int) -> list[cst.BaseStatement]:
+        assign = _single_assign(body[index])
+        assert assign is not None
+        name = dotted(assign.targets[0].target)
+        alias = cst.parse_statement(f"{name} = [{name}[i % 2] for i in range(len({name}))]")
+        return [*body[: index + 1], alias, *body[index + 1:]]
+
+
+class PingPong(Operator):
+    name = "ping-pong"
+    rule = "WF104"
+    accepts = frozenset({"WF103", "WF104"})
+    description = "a trajectory of n states -> two buffers used in turn (states[i % 2])"
+
+    def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
+        return _PingPong(TapedScope(module), target)
+
+
 # --- WF301: removed tape.zero() --------------------------------------------------------------
 
 
@@ -475,6 +509,45 @@ class InplaceMul(Operator):
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         return _InplaceMul(TapedScope(module), target)
+
+
+class _InplaceMulOperand(_InplaceMul):
+    """``out[i] = a * b`` -> ``out[i] = b; out[i] *= a``: the *left* operand becomes the in-place
+    multiplier. Warp's adjoint of ``out[i] *= a`` reads ``out[i]`` after the store, so the gradient
+    of the multiplier is wrong (measured on 1.19: d/da of ``out[i] = b; out[i] *= a`` comes out as
+    ``a * b`` instead of ``b``) while that of the value is right; the sites of ``inplace-mul`` (whose
+    multiplier is the right operand) mostly multiply by a constant (``dt``, a scale), whose wrong
+    gradient nobody reads. Sites: products whose left operand is not a number."""
+
+    def is_site(self, body: Sequence[cst.BaseStatement], index: int) -> bool:
+        if not super().is_site(body, index):
+            return False
+        value = self._store(body[index])[0].value  # type: ignore[index]
+        return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply) and not isinstance(
+            value.left, (cst.Integer, cst.Float)
+        )
+
+    def edit(self, body: Sequence[cst.BaseStatement], index: int) -> list[cst.BaseStatement]:
+        stmt = body[index]
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        assign, target = self._store(stmt)  # type: ignore[misc]
+        value = assign.value
+        assert isinstance(value, cst.BinaryOperation)
+        first = stmt.with_changes(body=[assign.with_changes(value=value.right)], trailing_whitespace=cst.TrailingWhitespace())
+        aug = stmt.with_changes(body=[cst.AugAssign(target=target, operator=cst.MultiplyAssign(), value=value.left)],
+                                leading_lines=[])
+        return [*body[:index], first, aug, *body[index + 1:]]
+
+
+class InplaceMulOperand(Operator):
+    name = "inplace-mul-operand"
+    rule = "WF401"
+    accepts = frozenset({"WF401"})
+    description = "out[i] = a * b -> out[i] = b; out[i] *= a in a taped kernel (a's gradient reads the product)"
+    mark_last = True
+
+    def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
+        return _InplaceMulOperand(TapedScope(module), target)
 
 
 class _KernelRmw(_KernelTransformer):
@@ -890,7 +963,7 @@ class CopyWriteback(Operator):
 
 
 OPERATORS: list[Operator] = [
-    AliasStep(), ListAlias(), DropZero(), InplaceMul(), KernelRmw(), DropRequiresGrad(), StepInTape(),
+    AliasStep(), ListAlias(), PingPong(), DropZero(), InplaceMul(), InplaceMulOperand(), KernelRmw(), DropRequiresGrad(), StepInTape(),
     StepIntoMethod(), WriteBeforeBackward(), CopyWriteback(), ZeroRead(), RetainGrad(), DuplicateLaunch(), SqrtDot(), AdjointAssign(),
 ]
 
