@@ -56,6 +56,7 @@ from bench.mutants.operators import OPERATORS, Mutant, Operator  # noqa: E402
 from bench.mutants.programs import PROGRAMS, Program  # noqa: E402
 
 HARNESS = REPO / "bench" / "mutants" / "harness"
+EXTRA_PATH: list[str] = []  # --extra-path: folders of packages some programs import (Pillow)
 LINE_TOLERANCE = 2
 Record = list[dict]
 
@@ -113,7 +114,7 @@ def env_for(record: Path | None) -> dict[str, str]:
         env["PYTHONPATH"] = str(REPO)
         env.pop("MUTATE_RECORD", None)
     else:
-        env["PYTHONPATH"] = str(HARNESS)
+        env["PYTHONPATH"] = os.pathsep.join([str(HARNESS), *EXTRA_PATH])
         env["MUTATE_RECORD"] = str(record)
     return env
 
@@ -482,6 +483,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-apply", action="store_true", help="score check only")
     p.add_argument("--verify", action="store_true", help="also run `warpfix verify` on each kept mutant")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per program run (default 300)")
+    p.add_argument("--extra-path", action="append", default=[], metavar="DIR",
+                   help="a folder put on the programs' PYTHONPATH (packages some examples import, e.g. Pillow)")
     p.add_argument("--scratch", default="/tmp/warpfix-mutate", help="scratch folder for copies and mutants")
     p.add_argument("--from-json", nargs="+", metavar="FILE", help="print the tables of earlier --json runs, run nothing")
     p.add_argument("--rescore-static", metavar="FILE",
@@ -492,6 +495,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse(argv)
+    EXTRA_PATH[:] = [os.path.abspath(d) for d in opts.extra_path]
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     if opts.programs in (None, ""):
