@@ -25,9 +25,19 @@ check (right rule, error, within 2 lines), fixed (apply --check), bad-keep (appl
 edit the recorder rejects), static (plain apply's edit reproduces the original's gradients).
 Then the misses grouped by cause, with what check said and why apply failed.
 
-Not planted: WF601 (a per-frame tape needs a per-frame loss, which no rewrite of these programs
-adds without changing their forward); WF801 has an operator but none of the programs has a
-``@wp.func_grad``.
+Not planted: WF601. Its shape is a backward inside the frame loop, on a tape made per frame,
+with the gradients summed across frames. Step 2's filter compares the loss of the *first*
+backward, bit for bit, and in a WF601 mutant that backward runs after the first frame.
+- ball, cloth, soft_body and spring_cage compute their objective once, from the last state, and
+  so do the fem and fluid programs after their solve. A per-frame backward needs a per-frame
+  objective, which is a new forward value.
+- drone adds per-step costs into one array, under one tape, and seeds ``backward()`` through
+  ``rollout_costs.grad.fill_(1.0)``. The first per-frame backward would see one frame's cost,
+  not the episode's.
+
+So no rewrite of these programs passes step 2. A WF601 operator needs another forward criterion,
+such as the last backward's episode loss being bit for bit the original's; that is not built.
+WF801 has an operator, but none of the programs has a ``@wp.func_grad``.
 """
 
 from __future__ import annotations
