@@ -19,7 +19,7 @@ from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
-from warpfix.model.taped import mark_taped
+from warpfix.model.taped import mark_taped, paths_context_records
 from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
 from warpfix.rules.base import Rule
@@ -394,6 +394,7 @@ def _cache_key(texts: dict[str, str], select: Iterable[str], ignore: Iterable[st
     h.update(_rules_fingerprint().encode())
     for p in sorted(texts):
         h.update(p.encode() + b"\0" + hashlib.sha256(texts[p].encode()).digest())
+    h.update(b"|context tape" if paths_context_records(texts) else b"|")  # a tape elsewhere in the package
     return h.hexdigest()
 
 

@@ -149,28 +149,29 @@ def _uses_tape(path: str) -> bool:
 
 def context_records(project: Project) -> bool:
     """Whether a file the check was not given, in the top-most package enclosing one it was given,
-    creates a tape (``Tape(`` in its text; computed once per project). Such a program records on
-    a tape even when none of the given files does."""
+    creates a tape (computed once per project). Such a program records on a tape even when none
+    of the given files does."""
     for ref, cached in _CONTEXT_CACHE:
         if ref() is project:
             return cached
-    given = {os.path.realpath(p) for p in project.files}
-    roots = {r for r in map(package_root, project.files) if r is not None}
-    found = False
-    for root in sorted(roots):
+    found = paths_context_records(project.files)
+    _CONTEXT_CACHE[:] = [(weakref.ref(project), found)]
+    return found
+
+
+def paths_context_records(paths: Iterable[str]) -> bool:
+    """:func:`context_records` for the checked files ``paths`` (``Tape(`` in the text of a file of
+    their packages that is not one of them); part of the result cache's key."""
+    paths = list(paths)
+    given = {os.path.realpath(p) for p in paths}
+    for root in sorted({r for r in map(package_root, paths) if r is not None}):
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
             for name in filenames:
                 path = os.path.join(dirpath, name)
                 if name.endswith(".py") and os.path.realpath(path) not in given and _uses_tape(path):
-                    found = True
-                    break
-            if found:
-                break
-        if found:
-            break
-    _CONTEXT_CACHE[:] = [(weakref.ref(project), found)]
-    return found
+                    return True
+    return False
 
 
 def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
@@ -184,4 +185,4 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     return out
 
 
-__all__ = ["TapedIndex", "context_records", "mark_taped", "package_root"]
+__all__ = ["TapedIndex", "context_records", "mark_taped", "package_root", "paths_context_records"]
