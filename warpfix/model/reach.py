@@ -6,7 +6,10 @@ reaches it (the kernel itself, every ``@wp.func`` it calls, transitively, and th
 ``@wp.func_grad``/``@wp.func_replay`` of those funcs). When the project records launches on a
 tape, only taped code is reported. When it has no tape at all (a library, or a module whose
 training script is elsewhere), kernel code may still be differentiated by someone else:
-error-severity rules then report at warning severity, and warning/info rules stay silent.
+error-severity rules then report at warning severity, and warning/info rules stay silent. The
+project records on a tape also when a file of the top-most package enclosing a checked file
+creates one (:func:`warpfix.model.taped.context_records`): ``check pkg/geometry`` then reports
+what ``check pkg`` reports there, instead of warning about kernels no tape records.
 Kernels compiled with ``enable_backward=False`` are never reported.
 """
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Severity
 from warpfix.model.facts import KernelDef
 from warpfix.model.source import SourceFile
+from warpfix.model.taped import context_records
 
 if TYPE_CHECKING:
     from warpfix.model import Project
@@ -92,7 +96,8 @@ def tape_reach(project: Project) -> TapeReach:
         for ev in trace.events:
             if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
                 roots.append(ev.kernel)
-    reach = TapeReach(recorded_launches=bool(roots), no_backward=_backward_disabled_files(project))
+    reach = TapeReach(recorded_launches=bool(roots) or context_records(project),
+                      no_backward=_backward_disabled_files(project))
     stack = list(roots)
     while stack:
         kd = stack.pop()
