@@ -121,6 +121,14 @@ def test_package_root_is_the_top_most_package(tmp_path: Path) -> None:
     assert package_root(str(pkg / "geo" / "kernels.py")) == str(pkg)
     assert package_root(str(pkg / "train.py")) == str(pkg)
     assert package_root(str(tmp_path / "script.py")) is None
+    # a folder without __init__.py inside a package is a namespace package (newton/_src/geometry)
+    (pkg / "_src" / "geometry").mkdir(parents=True)
+    (pkg / "_src" / "geometry" / "__init__.py").write_text("")
+    assert package_root(str(pkg / "_src" / "geometry" / "mpr.py")) == str(pkg)
+    # the search stops at the project's root: an __init__.py above it is another project's
+    (tmp_path / "__init__.py").write_text("")
+    (pkg / "pyproject.toml").write_text("")
+    assert package_root(str(pkg / "geo" / "kernels.py")) == str(pkg)
 
 
 def test_the_result_cache_sees_a_tape_appear_elsewhere_in_the_package(tmp_path: Path,

@@ -116,13 +116,24 @@ _TAPE_USE_CACHE: dict[str, tuple[int, int, bool]] = {}
 _CONTEXT_CACHE: list[tuple[weakref.ref, bool]] = []  # the last project asked about
 
 
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_INSTALL_DIRS = frozenset({"site-packages", "dist-packages"})
+
+
 def package_root(path: str) -> str | None:
-    """The top-most folder of the package ``path`` lies in (each folder from the file's up to it
-    holds an ``__init__.py``), or None for a file outside any package."""
+    """The top-most package folder ``path`` lies in, or None outside any package: the highest
+    ancestor holding an ``__init__.py``, below the project's own root (a folder with a
+    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, or ``site-packages``). Folders
+    without an ``__init__.py`` in between are namespace packages (``newton/_src``)."""
     folder = os.path.dirname(os.path.abspath(path))
     root = None
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
-        root = folder
+    while True:
+        if os.path.basename(folder) in _INSTALL_DIRS:
+            break
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            root = folder
+        if any(os.path.exists(os.path.join(folder, m)) for m in _PROJECT_MARKERS):
+            break
         parent = os.path.dirname(folder)
         if parent == folder:
             break
