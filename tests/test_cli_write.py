@@ -34,6 +34,17 @@ def test_broken_files_are_reported_and_the_others_fixed(project: Path) -> None:
     assert any("loop.py" in e and "symbolic links" in e for e in err)
 
 
+def test_the_fix_hook_command_fixes_the_other_staged_files(project: Path) -> None:
+    """The pre-commit ``warpfix`` hook's entry (.pre-commit-hooks.yaml), given the staged files as
+    pre-commit passes them: a broken one is named on stderr and the others are still fixed."""
+    (project / "broken.py").write_text("import warp as wp\ndef f(:\n")
+    proc = warpfix("apply", "--check-if-configured", "--no-cache", "broken.py", "main.py", cwd=project)
+    assert proc.returncode == 2
+    assert (project / "main.py").read_text() != BUGGY
+    assert [e for e in proc.stderr.splitlines() if "broken.py" in e and "syntax error" in e]
+    assert "Traceback" not in proc.stderr
+
+
 def test_hard_links_and_mode_are_kept(project: Path) -> None:
     path, link = project / "main.py", project / "alias.py"
     os.link(path, link)
