@@ -175,7 +175,7 @@ def test_inplace_mul_operand_makes_the_left_operand_the_inplace_multiplier() -> 
 
 def test_ping_pong_makes_the_trajectory_alternate_between_two_buffers() -> None:
     m = mutant("ping-pong")
-    assert line(m) == "self.states = [self.states[i % 2] for i in range(len(self.states))]"
+    assert line(m) == "self.states = [self.states[0]] + [self.states[1 + i % 2] for i in range(len(self.states) - 1)]"
     assert m.code.splitlines()[m.line - 2].strip() == "self.states = [make_state() for _ in range(n + 1)]"
     assert BY_NAME["ping-pong"].count(PROGRAM) == 1
 

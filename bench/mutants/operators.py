@@ -372,10 +372,12 @@ class ListAlias(Operator):
 
 
 class _PingPong(BlockTransformer):
-    """After ``X = [make() for _ in range(n)]``: ``X = [X[i % 2] for i in range(len(X))]``, so the
-    trajectory's states alternate between two buffers (step N+1 writes what step N-1 wrote and
-    step N read). The forward is unchanged when each step writes every output element and only
-    the last state is read afterwards; the tape's replay of the earlier steps is not."""
+    """After ``X = [make() for _ in range(n)]``: ``X = [X[0]] + [X[1 + i % 2] for i in range(len(X) - 1)]``,
+    so the trajectory after the initial state alternates between two buffers (step N+1 writes what
+    step N read). The initial state stays its own buffer, so a forward that runs again (a gradient
+    check, the next iteration) starts from the same state. The forward is unchanged when each step
+    writes every output element and only the last state is read afterwards; the tape's replay of
+    the earlier steps is not."""
 
     def is_site(self, body: Sequence[cst.BaseStatement], index: int) -> bool:
         assign = _single_assign(body[index])
@@ -391,7 +393,7 @@ class _PingPong(BlockTransformer):
         assign = _single_assign(body[index])
         assert assign is not None
         name = dotted(assign.targets[0].target)
-        alias = cst.parse_statement(f"{name} = [{name}[i % 2] for i in range(len({name}))]")
+        alias = cst.parse_statement(f"{name} = [{name}[0]] + [{name}[1 + i % 2] for i in range(len({name}) - 1)]")
         return [*body[: index + 1], alias, *body[index + 1:]]
 
 
@@ -399,7 +401,7 @@ class PingPong(Operator):
     name = "ping-pong"
     rule = "WF104"
     accepts = frozenset({"WF103", "WF104"})
-    description = "a trajectory of n states -> two buffers used in turn (states[i % 2])"
+    description = "a trajectory of n states -> the initial state and two buffers used in turn"
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         return _PingPong(TapedScope(module), target)
