@@ -178,6 +178,8 @@ def test_ping_pong_makes_the_trajectory_alternate_between_two_buffers() -> None:
     assert line(m) == "self.states = [self.states[0]] + [self.states[1 + i % 2] for i in range(len(self.states) - 1)]"
     assert m.code.splitlines()[m.line - 2].strip() == "self.states = [make_state() for _ in range(n + 1)]"
     assert BY_NAME["ping-pong"].count(PROGRAM) == 1
+    step = next(n for n, t in enumerate(m.code.splitlines(), 1) if ".step(" in t)
+    assert step in m.anchors and m.line not in m.anchors
 
 
 def test_kernel_rmw_writes_the_result_back_into_the_input_element() -> None:

@@ -9,6 +9,7 @@ benchmark's gradient filter then discards the mutants whose gradient did not cha
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -405,6 +406,14 @@ class PingPong(Operator):
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         return _PingPong(TapedScope(module), target)
+
+    def anchors(self, code: str) -> list[int]:
+        """The uses of the aliased list: WF104 points at the step that reads and writes its buffers."""
+        found = re.search(r"^\s*(\S+) = \[\1\[0\]\] \+ \[\1\[1 \+ i % 2\]", code, re.MULTILINE)
+        if found is None:
+            return []
+        name = found.group(1)
+        return [n for n in _lines_matching(code, f"{name}[") if n != code[: found.start()].count("\n") + 1]
 
 
 # --- WF301: removed tape.zero() --------------------------------------------------------------
