@@ -1111,10 +1111,22 @@ class HostInterpreter:
         kw_text = {k.arg: _text(k.value) for k in e.keywords if k.arg}
         for k, v in kwargs.items():
             bound.setdefault(k, (v, kw_text.get(k, k)))
+        # the caller's text for an entry of a dict literal it passes (``values={"k": x}``: ``x``)
+        entry_text = {
+            (_text(node), str(key.value)): _text(val)
+            for node in [*e.args, *(k.value for k in e.keywords)] if isinstance(node, ast.Dict)
+            for key, val in zip(node.keys, node.values, strict=True) if isinstance(key, ast.Constant)
+        }
         fresh: dict[str, Val] = {}
         call_id = next(self.ids)
 
         def resolve(path: str, any_kind: bool = False) -> tuple[Val, str] | None:
+            path, dofs = (path[:-5], True) if path.endswith(":dofs") else (path, False)
+            if dofs:  # a warp.fem field's dof array, or the plain array the caller passed instead
+                hit = resolve(path, any_kind=True)
+                if hit is None or hit[0].kind == "array" or hit[0].buf is not None:
+                    return hit if hit is None or not hit[0].kind == "list" else None
+                return resolve(f"{path}.dof_values")
             if path.startswith("new:"):
                 v = fresh.get(path)
                 if v is None:
@@ -1130,7 +1142,7 @@ class HostInterpreter:
                 if v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape"):
                     return None
                 v = self.attr(v, key) if kind == "attr" else self.item(v, key)
-                text = f"{text}.{key}" if kind == "attr" else f"{text}[{key}]"
+                text = f"{text}.{key}" if kind == "attr" else entry_text.get((text, key), f"{text}[{key}]")
             if not any_kind and v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape", "list"):
                 return None
             return v, text
@@ -1150,10 +1162,25 @@ class HostInterpreter:
             root, steps = parse_path(path)
             return root == self_name and not (steps and steps[0][1] in receiver.bound_attrs)
 
+        def expand(paths: list[str]) -> list[str]:
+            """``[*]`` steps replaced by each key of the dict or list the caller passed there."""
+            out: list[str] = []
+            for path in paths:
+                head, star, tail = path.partition("[*]")
+                if not star:
+                    out.append(path)
+                    continue
+                hit = resolve(head, any_kind=True)
+                if hit is not None and hit[0].kind == "list" and not isinstance(hit[0].items, _SameItem):
+                    out.extend(expand([f"{head}[{key}]{tail}" for key in hit[0].items]))
+            return out
+
         callbacks: list[Op] = []
         for op in summary.ops:
             if op.kind == "callback":
                 callbacks.append(op)
+                continue
+            if op.when and not all(_keyword_holds(e, w, len(args), summary.params) for w in op.when.split(",")):
                 continue
             names: dict[int, str] = {}
             paths: dict[int, str] = {}
@@ -1188,7 +1215,7 @@ class HostInterpreter:
                             lst.append(b)
             else:
                 for lst, ps in ((reads, op.reads), (writes, op.writes), (accums, op.accums)):
-                    for path in ps:
+                    for path in expand(ps):
                         b = buf_of(path) if lst is reads or not private(path) else None
                         if b is not None and all(x.id != b.id for x in lst):
                             lst.append(b)
@@ -1202,6 +1229,10 @@ class HostInterpreter:
                               "param_paths": param_paths, "param_text": param_text})
         if callbacks:
             self.replay_callbacks(callbacks, bound, e, src)
+        for path in summary.returns:
+            hit = resolve(path)
+            if hit is not None:
+                return hit[0]
         return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
@@ -1760,6 +1791,17 @@ def _holds_array(v: Val) -> bool:
     if v.buf is not None:
         return True
     return v.kind == "list" and any(item.buf is not None for item in dict(v.items).values())
+
+
+def _keyword_holds(e: ast.Call, when: str, n_positional: int, params: list[str]) -> bool:
+    """An :class:`Op` condition at this call: ``"add"`` holds when ``add`` is passed a value other than
+    a false literal (``False``, ``None``, ``0``), ``"!add"`` when it is not."""
+    negate, name = when.startswith("!"), when.lstrip("!")
+    node = next((k.value for k in e.keywords if k.arg == name), None)
+    if node is None and name in params and params.index(name) < n_positional:
+        node = e.args[params.index(name)]
+    passed = node is not None and not (isinstance(node, ast.Constant) and not node.value)
+    return passed != negate
 
 
 def _is_super(node: ast.expr) -> bool:
