@@ -610,14 +610,18 @@ class HostInterpreter:
                     passes = _passes(n, len(passes) > 1)
         elif it.kind == "list" and it.length is not None:
             passes = _passes(it.length, len(passes) > 1)
+        elif _is_enumerate(s.iter):
+            inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
+            if inner.kind == "list" and inner.length is not None:
+                passes = _passes(inner.length, len(passes) > 1)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
         for pass_no, k in enumerate(passes):
             if is_range:
                 v = self.new(var or "_", "int", value=start + k * step)
-            elif isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "enumerate":
-                inner = self.eval(s.iter.args[0], frame) if s.iter.args else self.new("?")
+            elif _is_enumerate(s.iter):
+                inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
                 v = self.new("enum", "list")
                 v.items["0"] = self.new("i", "int", value=k)
                 v.items["1"] = self.item(inner, str(k)) if inner.kind == "list" else self.new(f"{inner.label}[{k}]")
@@ -803,7 +807,9 @@ class HostInterpreter:
                 return self.new(_text(e), "int", value=-operand.value)  # type: ignore[operator]
             return self.new(_text(e))
         if isinstance(e, ast.IfExp):
-            self.eval(e.test, frame)
+            known = self.known_truth(e.test, frame)
+            if known is not None:  # ``x if s == 0 else y`` with ``s`` an unrolled loop index
+                return self.eval(e.body if known else e.orelse, frame)
             a = self.eval(e.body, frame)
             self.eval(e.orelse, frame)
             return a
@@ -820,6 +826,19 @@ class HostInterpreter:
         if isinstance(e, ast.Starred):
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
+
+    def known_truth(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """The value of a comparison of two known ints (``s == 0``); None when not known (the test
+        is evaluated either way)."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            self.eval(test, frame)
+            return None
+        left, right = self.eval(test.left, frame), self.eval(test.comparators[0], frame)
+        if left.kind != "int" or right.kind != "int":
+            return None
+        a, b = left.value, right.value
+        return {ast.Eq: a == b, ast.NotEq: a != b, ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b,  # type: ignore[operator]
+                ast.GtE: a >= b}.get(type(test.ops[0]))  # type: ignore[operator]
 
     def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
         """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
@@ -1802,6 +1821,11 @@ def _keyword_holds(e: ast.Call, when: str, n_positional: int, params: list[str])
         node = e.args[params.index(name)]
     passed = node is not None and not (isinstance(node, ast.Constant) and not node.value)
     return passed != negate
+
+
+def _is_enumerate(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "enumerate"
+            and bool(node.args))
 
 
 def _is_super(node: ast.expr) -> bool:
