@@ -127,3 +127,86 @@ def test_dropped_requires_grad_on_navier_stokes_stage_buffer(index: LibraryIndex
     assert old in text
     buggy = text.replace(old, "stage_omega.append(wp.zeros((N_GRID, N_GRID), dtype=float))")
     assert ("WF201", _line(buggy, "stage_omega.append(")) in _errors(_check(buggy, index, name))
+
+
+_SQUARE = '''
+import contextlib
+from contextlib import contextmanager
+
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, y[wp.tid()])
+'''
+
+CM_HELPER = _SQUARE + '''
+
+@contextmanager
+def recording():
+    tape = wp.Tape()
+    with tape:
+        yield tape
+    print("recorded", len(tape.launches))
+
+
+def train(x, loss):
+    for _ in range(3):
+        y = wp.zeros(8, dtype=float{rg})
+        with recording() as tape:
+            wp.launch(square, dim=8, inputs=[x], outputs=[y])
+            wp.launch(total, dim=8, inputs=[y], outputs=[loss])
+        tape.backward(loss)
+        tape.zero()
+
+
+train(wp.ones(8, dtype=float, requires_grad=True), wp.zeros(1, dtype=float, requires_grad=True))
+'''
+
+CM_CLASS = _SQUARE + '''
+
+class Trainer:
+    def __init__(self):
+        self.x = wp.ones(8, dtype=float, requires_grad=True)
+        self.y = wp.zeros(8, dtype=float{rg})
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        self.tape = wp.Tape()
+
+    @contextlib.contextmanager
+    def recording(self):
+        self.tape.reset()
+        with self.tape:
+            yield self.tape
+
+    def step(self):
+        with self.recording() as tape:
+            wp.launch(square, dim=8, inputs=[self.x], outputs=[self.y])
+            wp.launch(total, dim=8, inputs=[self.y], outputs=[self.loss])
+        tape.backward(self.loss)
+        return self.x.grad
+'''
+
+
+@pytest.mark.parametrize("program", [CM_HELPER, CM_CLASS], ids=["helper", "class"])
+def test_tape_opened_in_a_contextmanager_is_followed(program: str, index: LibraryIndex) -> None:
+    buggy = program.format(rg="")
+    assert _errors(_check(buggy, index), "WF201") == [("WF201", _line(buggy, "y = wp.zeros(8"))]
+    assert _check(program.format(rg=", requires_grad=True"), index) == []
+
+
+def test_with_body_runs_once_inside_the_generator_scope(index: LibraryIndex) -> None:
+    text = CM_HELPER.format(rg=", requires_grad=True")
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    traces = build_project({"prog.py": src}, library=index).traces
+    events = [ev for t in traces for ev in t.events if ev.kind in ("launch", "tape_begin", "backward")]
+    first = events[:4]
+    assert [ev.kind for ev in first] == ["tape_begin", "launch", "launch", "backward"]
+    assert first[1].recorded and first[2].recorded and first[1].tapes[0].tape == first[3].tape

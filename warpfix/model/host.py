@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
@@ -131,6 +131,8 @@ class HostInterpreter:
         self.branch_stack: list[tuple[int, int]] = []
         self.call_stack: list[Span] = []
         self.func_stack: list[int] = []
+        # ``@contextmanager`` generators being run by a with-statement: (generator id, its with-body)
+        self.yield_handlers: list[tuple[int, Callable[[Val], None]]] = []
 
     # ------------------------------------------------------------------ values
     def new(self, label: str, kind: str = "unknown", **kw) -> Val:
@@ -675,6 +677,8 @@ class HostInterpreter:
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
             return
+        if len(s.items) == 1 and self.generator_with(s, frame, module_level):
+            return
         scopes: list[TapeScope] = []
         for item in s.items:
             v = self.eval(item.context_expr, frame)
@@ -692,6 +696,50 @@ class HostInterpreter:
                 self.tapes.remove(scope)
                 end_node = s.body[-1] if s.body else s
                 self.emit("tape_end", end_node, src, tape=scope.tape, scope=scope)
+
+    def generator_with(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> bool:
+        """``with helper() as tape:`` on a project ``@contextmanager``: the generator runs up to its
+        ``yield``, the with-body runs there (inside whatever tape scope the generator opened, bound to
+        the yielded value), then the generator's rest. False when the item is not such a call."""
+        call = s.items[0].context_expr
+        if not isinstance(call, ast.Call):
+            return False
+        callee = self.eval(call.func, frame)
+        if callee.kind != "func" or callee.func is None or not _is_contextmanager(*callee.func):
+            return False
+        fsrc, fn = callee.func
+        args = [self.eval(a, frame) for a in call.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in call.keywords if kw.arg}
+        target = s.items[0].optional_vars
+        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
+        ran: list[BaseException | None] = []
+
+        def body(value: Val) -> None:
+            if ran:
+                return
+            ran.append(None)
+            if target is not None:
+                self.bind(target, value, frame)
+            saved, self.call_limits = self.call_limits, outer_limits
+            try:
+                self.block(s.body, frame, module_level)
+            except _Return as ret:  # the caller's ``return``: after the generator has finished
+                ran[0] = ret
+            finally:
+                self.call_limits = saved
+
+        self.yield_handlers.append((id(fn), body))
+        try:
+            bound = callee.attrs.get("__self__")
+            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
+                        bound_self=bound is not None)
+        finally:
+            self.yield_handlers.pop()
+        if not ran:  # the generator was not followed to its yield: the body still runs
+            body(self.new(_text(call)))
+        if ran[0] is not None:
+            raise ran[0]
+        return True
 
     # ------------------------------------------------------------------ expressions
     def index_key(self, sl: ast.expr, frame: _Frame) -> str:
@@ -813,6 +861,10 @@ class HostInterpreter:
             a = self.eval(e.body, frame)
             self.eval(e.orelse, frame)
             return a
+        if isinstance(e, ast.Yield) and self.yield_handlers and self.func_stack \
+                and self.yield_handlers[-1][0] == self.func_stack[-1]:
+            self.yield_handlers[-1][1](self.eval(e.value, frame))
+            return self.new("None", "const")
         if isinstance(e, (ast.BoolOp, ast.Compare, ast.JoinedStr, ast.Lambda, ast.GeneratorExp, ast.SetComp,
                           ast.DictComp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom, ast.FormattedValue)):
             for child in ast.iter_child_nodes(e):
@@ -1821,6 +1873,21 @@ def _keyword_holds(e: ast.Call, when: str, n_positional: int, params: list[str])
         node = e.args[params.index(name)]
     passed = node is not None and not (isinstance(node, ast.Constant) and not node.value)
     return passed != negate
+
+
+def _is_contextmanager(src: SourceFile, fn: ast.FunctionDef) -> bool:
+    """``fn`` is decorated with contextlib's ``contextmanager``, by the file's imports."""
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Name):
+            if any(isinstance(n, ast.ImportFrom) and n.module == "contextlib"
+                   and any(a.name == "contextmanager" and (a.asname or a.name) == dec.id for a in n.names)
+                   for n in src.nodes_of(ast.ImportFrom)):
+                return True
+        elif isinstance(dec, ast.Attribute) and dec.attr == "contextmanager" and isinstance(dec.value, ast.Name):
+            if any(a.name == "contextlib" and (a.asname or a.name) == dec.value.id
+                   for n in src.nodes_of(ast.Import) for a in n.names):
+                return True
+    return False
 
 
 def _is_enumerate(node: ast.expr) -> bool:
