@@ -210,3 +210,21 @@ def test_with_body_runs_once_inside_the_generator_scope(index: LibraryIndex) -> 
     first = events[:4]
     assert [ev.kind for ev in first] == ["tape_begin", "launch", "launch", "backward"]
     assert first[1].recorded and first[2].recorded and first[1].tapes[0].tape == first[3].tape
+
+
+def test_pure_builtins_are_no_array_events(index: LibraryIndex) -> None:
+    """``dim=len(props)`` between two launches is not an op on ``props`` (it kept WF502 from seeing a
+    repeated launch in newton's drone example); an unknown function handed an array still is."""
+    text = _KERNELS + '''
+x = wp.ones(8, dtype=float, requires_grad=True)
+y = wp.zeros(8, dtype=float, requires_grad=True)
+wp.launch(stage, dim=len(x), inputs=[1.0, x, x], outputs=[y])
+for i in range(len(y)):
+    print(isinstance(x, wp.array), str(x), x)
+external_helper(y)
+'''
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    (trace,) = build_project({"prog.py": src}, library=index).traces
+    calls = [ev.detail.get("callee") for ev in trace.events if ev.kind == "call"]
+    assert calls == ["print", "external_helper"]

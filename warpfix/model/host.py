@@ -38,6 +38,9 @@ MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 
 _ALLOC = {"zeros", "empty", "ones", "full", "array", "from_numpy", "from_torch", "from_jax", "from_dlpack"}
 _ALLOC_LIKE = {"zeros_like", "empty_like", "ones_like", "full_like"}
+# Python builtins that neither read an array's values nor write one (when the name is not rebound)
+_PURE_BUILTINS = frozenset({"len", "range", "isinstance", "issubclass", "str", "repr", "type", "id",
+                            "hash", "hasattr", "getattr", "callable", "enumerate", "zip", "iter"})
 _LAUNCH = {"launch", "launch_tiled"}
 
 
@@ -952,6 +955,8 @@ class HostInterpreter:
             return self.construct(callee, args, kwargs, e, src)
         if callee.kind == "struct":
             return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
+        if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
+            return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)
 
     def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
