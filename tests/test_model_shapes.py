@@ -227,4 +227,4 @@ external_helper(y)
     assert src is not None, err
     (trace,) = build_project({"prog.py": src}, library=index).traces
     calls = [ev.detail.get("callee") for ev in trace.events if ev.kind == "call"]
-    assert calls == ["print", "external_helper"]
+    assert sorted(set(calls)) == ["external_helper", "print"]
