@@ -33,11 +33,28 @@ def _idempotent(kd: KernelDef) -> bool:
     return bool(written)
 
 
+def accumulates_only(kd: KernelDef) -> bool:
+    """The kernel changes its arrays only by accumulation (``+=``, atomics), never stores or scales
+    them in place, and reads none of the arrays it accumulates into: a repeat adds the same amount
+    again."""
+    modified = False
+    for p in kd.params.values():
+        if not p.is_array:
+            continue
+        if p.has("write", "rmw", "inplace_mul"):
+            return False
+        if p.accumulated:
+            modified = True
+            if p.has("read"):
+                return False
+    return modified
+
+
 def _reads_own_output(ev: Event) -> bool:
     """An output of the launch is bound to the same array as one of its inputs."""
     assert ev.kernel is not None
     written = overwritten_params(ev.kernel)
-    outs = {b.id for p, b in ev.binding.items() if p in written}
+    outs = {b.id for p, b in ev.binding.items() if p in written or ev.kernel.params[p].accumulated}
     return any(b.id in outs for b, _ in event_value_reads(ev))
 
 
@@ -52,8 +69,8 @@ def _same_launch(a: Event, b: Event) -> bool:
 
 
 def duplicate_launches(trace: Trace) -> Iterator[tuple[Event, Event]]:
-    """(first, repeat) pairs: the same idempotent launch recorded twice in a row on one tape, with
-    no write to the first launch's inputs in between."""
+    """(first, repeat) pairs: the same idempotent or purely accumulating launch recorded twice in a
+    row on one tape, with no write to the first launch's inputs in between."""
     last: dict[int, Event] = {}  # tape -> last recorded array op
     between_writes: dict[int, set[int]] = {}  # tape -> buffers written since that op
     for ev in trace.events:
@@ -77,7 +94,7 @@ def duplicate_launches(trace: Trace) -> Iterator[tuple[Event, Event]]:
                 and prev.kind == "launch"
                 and _same_launch(prev, ev)
                 and ev.kernel is not None
-                and _idempotent(ev.kernel)
+                and (_idempotent(ev.kernel) or accumulates_only(ev.kernel))
                 and not _reads_own_output(ev)
                 and not between_writes.get(tape, set()) & {b.id for b, _ in event_value_reads(prev)}
             ):

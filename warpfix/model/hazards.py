@@ -493,6 +493,9 @@ def alias_event(hazard: Hazard, kinds: tuple[str, ...]) -> Event | None:
 def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
+    repeat = alias_event(hazard, ("rebind",))
+    if repeat is not None and repeat.detail.get("repeat") and hazard.read.name != hazard.write.name:
+        return "WF103"  # ``[x] * n`` made the slots one array: the cause, whatever op overwrites it
     if ev.kind in ("copy", "assign"):
         return "WF101"
     if ev.kind in ("zero", "fill"):

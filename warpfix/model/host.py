@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
@@ -38,6 +38,9 @@ MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 
 _ALLOC = {"zeros", "empty", "ones", "full", "array", "from_numpy", "from_torch", "from_jax", "from_dlpack"}
 _ALLOC_LIKE = {"zeros_like", "empty_like", "ones_like", "full_like"}
+# Python builtins that neither read an array's values nor write one (when the name is not rebound)
+_PURE_BUILTINS = frozenset({"len", "range", "isinstance", "issubclass", "str", "repr", "type", "id",
+                            "hash", "hasattr", "getattr", "callable", "enumerate", "zip", "iter"})
 _LAUNCH = {"launch", "launch_tiled"}
 
 
@@ -131,6 +134,8 @@ class HostInterpreter:
         self.branch_stack: list[tuple[int, int]] = []
         self.call_stack: list[Span] = []
         self.func_stack: list[int] = []
+        # ``@contextmanager`` generators being run by a with-statement: (generator id, its with-body)
+        self.yield_handlers: list[tuple[int, Callable[[Val], None]]] = []
 
     # ------------------------------------------------------------------ values
     def new(self, label: str, kind: str = "unknown", **kw) -> Val:
@@ -610,14 +615,18 @@ class HostInterpreter:
                     passes = _passes(n, len(passes) > 1)
         elif it.kind == "list" and it.length is not None:
             passes = _passes(it.length, len(passes) > 1)
+        elif _is_enumerate(s.iter):
+            inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
+            if inner.kind == "list" and inner.length is not None:
+                passes = _passes(inner.length, len(passes) > 1)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
         for pass_no, k in enumerate(passes):
             if is_range:
                 v = self.new(var or "_", "int", value=start + k * step)
-            elif isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "enumerate":
-                inner = self.eval(s.iter.args[0], frame) if s.iter.args else self.new("?")
+            elif _is_enumerate(s.iter):
+                inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
                 v = self.new("enum", "list")
                 v.items["0"] = self.new("i", "int", value=k)
                 v.items["1"] = self.item(inner, str(k)) if inner.kind == "list" else self.new(f"{inner.label}[{k}]")
@@ -671,6 +680,8 @@ class HostInterpreter:
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
             return
+        if len(s.items) == 1 and self.generator_with(s, frame, module_level):
+            return
         scopes: list[TapeScope] = []
         for item in s.items:
             v = self.eval(item.context_expr, frame)
@@ -688,6 +699,50 @@ class HostInterpreter:
                 self.tapes.remove(scope)
                 end_node = s.body[-1] if s.body else s
                 self.emit("tape_end", end_node, src, tape=scope.tape, scope=scope)
+
+    def generator_with(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> bool:
+        """``with helper() as tape:`` on a project ``@contextmanager``: the generator runs up to its
+        ``yield``, the with-body runs there (inside whatever tape scope the generator opened, bound to
+        the yielded value), then the generator's rest. False when the item is not such a call."""
+        call = s.items[0].context_expr
+        if not isinstance(call, ast.Call):
+            return False
+        callee = self.eval(call.func, frame)
+        if callee.kind != "func" or callee.func is None or not _is_contextmanager(*callee.func):
+            return False
+        fsrc, fn = callee.func
+        args = [self.eval(a, frame) for a in call.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in call.keywords if kw.arg}
+        target = s.items[0].optional_vars
+        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
+        ran: list[BaseException | None] = []
+
+        def body(value: Val) -> None:
+            if ran:
+                return
+            ran.append(None)
+            if target is not None:
+                self.bind(target, value, frame)
+            saved, self.call_limits = self.call_limits, outer_limits
+            try:
+                self.block(s.body, frame, module_level)
+            except _Return as ret:  # the caller's ``return``: after the generator has finished
+                ran[0] = ret
+            finally:
+                self.call_limits = saved
+
+        self.yield_handlers.append((id(fn), body))
+        try:
+            bound = callee.attrs.get("__self__")
+            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
+                        bound_self=bound is not None)
+        finally:
+            self.yield_handlers.pop()
+        if not ran:  # the generator was not followed to its yield: the body still runs
+            body(self.new(_text(call)))
+        if ran[0] is not None:
+            raise ran[0]
+        return True
 
     # ------------------------------------------------------------------ expressions
     def index_key(self, sl: ast.expr, frame: _Frame) -> str:
@@ -803,10 +858,16 @@ class HostInterpreter:
                 return self.new(_text(e), "int", value=-operand.value)  # type: ignore[operator]
             return self.new(_text(e))
         if isinstance(e, ast.IfExp):
-            self.eval(e.test, frame)
+            known = self.known_truth(e.test, frame)
+            if known is not None:  # ``x if s == 0 else y`` with ``s`` an unrolled loop index
+                return self.eval(e.body if known else e.orelse, frame)
             a = self.eval(e.body, frame)
             self.eval(e.orelse, frame)
             return a
+        if isinstance(e, ast.Yield) and self.yield_handlers and self.func_stack \
+                and self.yield_handlers[-1][0] == self.func_stack[-1]:
+            self.yield_handlers[-1][1](self.eval(e.value, frame))
+            return self.new("None", "const")
         if isinstance(e, (ast.BoolOp, ast.Compare, ast.JoinedStr, ast.Lambda, ast.GeneratorExp, ast.SetComp,
                           ast.DictComp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom, ast.FormattedValue)):
             for child in ast.iter_child_nodes(e):
@@ -820,6 +881,19 @@ class HostInterpreter:
         if isinstance(e, ast.Starred):
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
+
+    def known_truth(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """The value of a comparison of two known ints (``s == 0``); None when not known (the test
+        is evaluated either way)."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            self.eval(test, frame)
+            return None
+        left, right = self.eval(test.left, frame), self.eval(test.comparators[0], frame)
+        if left.kind != "int" or right.kind != "int":
+            return None
+        a, b = left.value, right.value
+        return {ast.Eq: a == b, ast.NotEq: a != b, ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b,  # type: ignore[operator]
+                ast.GtE: a >= b}.get(type(test.ops[0]))  # type: ignore[operator]
 
     def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
         """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
@@ -881,6 +955,8 @@ class HostInterpreter:
             return self.construct(callee, args, kwargs, e, src)
         if callee.kind == "struct":
             return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
+        if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
+            return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)
 
     def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
@@ -1111,10 +1187,22 @@ class HostInterpreter:
         kw_text = {k.arg: _text(k.value) for k in e.keywords if k.arg}
         for k, v in kwargs.items():
             bound.setdefault(k, (v, kw_text.get(k, k)))
+        # the caller's text for an entry of a dict literal it passes (``values={"k": x}``: ``x``)
+        entry_text = {
+            (_text(node), str(key.value)): _text(val)
+            for node in [*e.args, *(k.value for k in e.keywords)] if isinstance(node, ast.Dict)
+            for key, val in zip(node.keys, node.values, strict=True) if isinstance(key, ast.Constant)
+        }
         fresh: dict[str, Val] = {}
         call_id = next(self.ids)
 
         def resolve(path: str, any_kind: bool = False) -> tuple[Val, str] | None:
+            path, dofs = (path[:-5], True) if path.endswith(":dofs") else (path, False)
+            if dofs:  # a warp.fem field's dof array, or the plain array the caller passed instead
+                hit = resolve(path, any_kind=True)
+                if hit is None or hit[0].kind == "array" or hit[0].buf is not None:
+                    return hit if hit is None or not hit[0].kind == "list" else None
+                return resolve(f"{path}.dof_values")
             if path.startswith("new:"):
                 v = fresh.get(path)
                 if v is None:
@@ -1130,7 +1218,7 @@ class HostInterpreter:
                 if v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape"):
                     return None
                 v = self.attr(v, key) if kind == "attr" else self.item(v, key)
-                text = f"{text}.{key}" if kind == "attr" else f"{text}[{key}]"
+                text = f"{text}.{key}" if kind == "attr" else entry_text.get((text, key), f"{text}[{key}]")
             if not any_kind and v.kind in ("int", "const", "lib", "module", "class", "func", "kernel", "tape", "list"):
                 return None
             return v, text
@@ -1150,10 +1238,25 @@ class HostInterpreter:
             root, steps = parse_path(path)
             return root == self_name and not (steps and steps[0][1] in receiver.bound_attrs)
 
+        def expand(paths: list[str]) -> list[str]:
+            """``[*]`` steps replaced by each key of the dict or list the caller passed there."""
+            out: list[str] = []
+            for path in paths:
+                head, star, tail = path.partition("[*]")
+                if not star:
+                    out.append(path)
+                    continue
+                hit = resolve(head, any_kind=True)
+                if hit is not None and hit[0].kind == "list" and not isinstance(hit[0].items, _SameItem):
+                    out.extend(expand([f"{head}[{key}]{tail}" for key in hit[0].items]))
+            return out
+
         callbacks: list[Op] = []
         for op in summary.ops:
             if op.kind == "callback":
                 callbacks.append(op)
+                continue
+            if op.when and not all(_keyword_holds(e, w, len(args), summary.params) for w in op.when.split(",")):
                 continue
             names: dict[int, str] = {}
             paths: dict[int, str] = {}
@@ -1188,7 +1291,7 @@ class HostInterpreter:
                             lst.append(b)
             else:
                 for lst, ps in ((reads, op.reads), (writes, op.writes), (accums, op.accums)):
-                    for path in ps:
+                    for path in expand(ps):
                         b = buf_of(path) if lst is reads or not private(path) else None
                         if b is not None and all(x.id != b.id for x in lst):
                             lst.append(b)
@@ -1202,6 +1305,10 @@ class HostInterpreter:
                               "param_paths": param_paths, "param_text": param_text})
         if callbacks:
             self.replay_callbacks(callbacks, bound, e, src)
+        for path in summary.returns:
+            hit = resolve(path)
+            if hit is not None:
+                return hit[0]
         return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
@@ -1760,6 +1867,37 @@ def _holds_array(v: Val) -> bool:
     if v.buf is not None:
         return True
     return v.kind == "list" and any(item.buf is not None for item in dict(v.items).values())
+
+
+def _keyword_holds(e: ast.Call, when: str, n_positional: int, params: list[str]) -> bool:
+    """An :class:`Op` condition at this call: ``"add"`` holds when ``add`` is passed a value other than
+    a false literal (``False``, ``None``, ``0``), ``"!add"`` when it is not."""
+    negate, name = when.startswith("!"), when.lstrip("!")
+    node = next((k.value for k in e.keywords if k.arg == name), None)
+    if node is None and name in params and params.index(name) < n_positional:
+        node = e.args[params.index(name)]
+    passed = node is not None and not (isinstance(node, ast.Constant) and not node.value)
+    return passed != negate
+
+
+def _is_contextmanager(src: SourceFile, fn: ast.FunctionDef) -> bool:
+    """``fn`` is decorated with contextlib's ``contextmanager``, by the file's imports."""
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Name):
+            if any(isinstance(n, ast.ImportFrom) and n.module == "contextlib"
+                   and any(a.name == "contextmanager" and (a.asname or a.name) == dec.id for a in n.names)
+                   for n in src.nodes_of(ast.ImportFrom)):
+                return True
+        elif isinstance(dec, ast.Attribute) and dec.attr == "contextmanager" and isinstance(dec.value, ast.Name):
+            if any(a.name == "contextlib" and (a.asname or a.name) == dec.value.id
+                   for n in src.nodes_of(ast.Import) for a in n.names):
+                return True
+    return False
+
+
+def _is_enumerate(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "enumerate"
+            and bool(node.args))
 
 
 def _is_super(node: ast.expr) -> bool:

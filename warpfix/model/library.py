@@ -30,7 +30,10 @@ from warpfix.model.source import SourceFile
 SUMMARY_FORMAT = 1
 
 # A path is a parameter name followed by steps: ".attr" or "[key]" (``state_in.particle_q``,
-# ``self.params[0]``); ``new:<n>`` is an array the call allocates itself (fresh per call).
+# ``self.params[0]``); ``new:<n>`` is an array the call allocates itself (fresh per call). In the
+# hand-written summaries below, ``[*]`` stands for every item of a dict or list the caller built
+# (``fields[*]``), and a trailing ``:dofs`` for a warp.fem field's degree-of-freedom array (the
+# value itself when the caller passed a plain array, else its ``.dof_values``).
 Path = str
 
 
@@ -47,18 +50,22 @@ class Op:
     accums: list[Path] = field(default_factory=list)
     method: str = ""  # callback: the method the library calls on the path (``example.step()``)
     in_loop: bool = False  # callback: called inside a loop of the library function
+    # only at calls that pass keyword ``add`` a value other than a false literal ("add"), or do not
+    # ("!add"); conditions joined by "," must all hold; "" always
+    when: str = ""
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "kernel": list(self.kernel) if self.kernel else None,
                 "kernel_name": self.kernel_name, "binding": self.binding, "reads": self.reads,
-                "writes": self.writes, "accums": self.accums, "method": self.method, "in_loop": self.in_loop}
+                "writes": self.writes, "accums": self.accums, "method": self.method, "in_loop": self.in_loop,
+                "when": self.when}
 
     @classmethod
     def from_json(cls, d: dict) -> Op:
         kernel = tuple(d["kernel"]) if d.get("kernel") else None
         return cls(d["kind"], kernel, d.get("kernel_name", ""), dict(d.get("binding", {})),  # type: ignore[arg-type]
                    list(d.get("reads", [])), list(d.get("writes", [])), list(d.get("accums", [])),
-                   d.get("method", ""), bool(d.get("in_loop", False)))
+                   d.get("method", ""), bool(d.get("in_loop", False)), d.get("when", ""))
 
 
 @dataclass
@@ -68,6 +75,9 @@ class Summary:
     ops: list[Op]
     # receiver attributes the call binds to what it was given (``__init__``: ``self.model = model``)
     binds: dict[str, Path] = field(default_factory=dict)
+    # what the call returns: the first of these paths the call site provides (``new:<n>``: an array
+    # the call allocates); empty: an opaque value
+    returns: list[Path] = field(default_factory=list)
 
 
 def parse_path(path: Path) -> tuple[str, list[tuple[str, str]]]:
@@ -245,6 +255,10 @@ class LibraryIndex:
         key = (src.path, fn.lineno)
         if key in self._summaries:
             return self._summaries[key]
+        known = KNOWN_EFFECTS.get(f"{src.module_name}.{fn.name}")
+        if known is not None and not is_method:
+            self._summaries[key] = known
+            return known
         self._summaries[key] = None  # a recursive request while computing sees "unknown"
         found = self._load(src.path, fn.lineno)
         if found is None:
@@ -289,6 +303,40 @@ class LibraryIndex:
             os.replace(tmp, file)
         except OSError:
             pass
+
+
+# Entry points whose kernels are generated at run time from the integrand passed in (warp.fem
+# builds one kernel per integrand and field set), which no summary derived from the source can
+# follow. Keyed by the resolved definition (``fem.integrate`` resolves to
+# ``warp._src.fem.integrate.integrate`` through warp.fem's imports). Differentiable dataflow only:
+# the geometry a domain or field is built on is not followed.
+_FEM_INTEGRATE = "warp._src.fem.integrate"
+KNOWN_EFFECTS: dict[str, Summary] = {
+    # integrate(integrand, domain, quadrature, fields, values, accumulate_dtype, output_dtype, output, ...,
+    # add): reads the fields' dofs and the values; overwrites ``output`` (accumulates into it with
+    # add=True) or returns a new array
+    f"{_FEM_INTEGRATE}.integrate": Summary(
+        f"{_FEM_INTEGRATE}.integrate",
+        ["integrand", "domain", "quadrature", "fields", "values", "accumulate_dtype", "output_dtype", "output",
+         "device", "temporary_store", "kernel_options", "assembly", "add", "bsr_options"],
+        [Op("launch", kernel_name="integrate", reads=["fields[*]:dofs", "values[*]"], writes=["output"],
+            when="output,!add"),
+         Op("launch", kernel_name="integrate", reads=["fields[*]:dofs", "values[*]"], accums=["output"],
+            when="output,add"),
+         Op("launch", kernel_name="integrate", reads=["fields[*]:dofs", "values[*]"], writes=["new:0"],
+            when="!output")],
+        returns=["output", "new:0"],
+    ),
+    # interpolate(integrand, dest, at, dest_space, dim, fields, values, ...): reads the integrand when
+    # it is a field, the fields' dofs and the values; overwrites ``dest``'s dofs
+    f"{_FEM_INTEGRATE}.interpolate": Summary(
+        f"{_FEM_INTEGRATE}.interpolate",
+        ["integrand", "dest", "at", "dest_space", "dim", "fields", "values", "reduction", "device",
+         "kernel_options", "temporary_store", "bsr_options"],
+        [Op("launch", kernel_name="interpolate", reads=["integrand:dofs", "fields[*]:dofs", "values[*]"],
+            writes=["dest:dofs"])],
+    ),
+}
 
 
 def _module_statements(tree: ast.Module) -> list[ast.stmt]:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile
 from warpfix.model.facts import Event, KernelDef
+from warpfix.model.import_order import runs_before
 from warpfix.model.tapeflow import line_ref, tape_of, true_reads
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -224,20 +225,7 @@ def _disabling_place(
 
 def _config_reaches(project: Project, src: SourceFile, stmt: ast.Assign, kernel: KernelDef) -> bool:
     """Whether the module of ``kernel`` is created after ``stmt`` ran: it is defined later in the same
-    file, or its file is imported (as a project module) below the assignment."""
-    if kernel.path == src.path:
-        return kernel.node.lineno > stmt.lineno
+    file, its file imports the assignment's module (directly or through other imports) above it, or a
+    module imports the assignment's module before the kernel's (:mod:`warpfix.model.import_order`)."""
     target = project.files.get(kernel.path)
-    if target is None or not target.module_name:
-        return False
-    leaf = target.module_name.rpartition(".")[2]
-    for node in src.tree.body:
-        if node.lineno <= stmt.lineno:
-            continue
-        if isinstance(node, ast.Import) and any(a.name.rpartition(".")[2] == leaf for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and (
-            (node.module or "").rpartition(".")[2] == leaf or any(a.name == leaf for a in node.names)
-        ):
-            return True
-    return False
+    return target is not None and runs_before(project.files, src, stmt.lineno, target, kernel.node.lineno)

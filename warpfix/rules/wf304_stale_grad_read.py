@@ -14,6 +14,32 @@ from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 
+def _asserts_zero(parents: dict[int, ast.AST], node: ast.AST) -> bool:
+    """Whether the read sits in an assertion that compares against zero (``assert g == 0``,
+    ``test.assertEqual(x.grad.numpy()[0], 0.0)``, ``assert_np_equal(x.grad.numpy(), np.zeros(n))``):
+    a test checking that the gradient was cleared reads the zeros on purpose."""
+    stmt: ast.AST | None = node
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parents.get(id(stmt))
+    compared: list[ast.expr] = []
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        name = _callee(call.func)
+        if name.lower().startswith("assert"):
+            compared = list(call.args)
+    elif isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare):
+        compared = [stmt.test.left, *stmt.test.comparators]
+    return any(
+        (isinstance(e, ast.Constant) and not isinstance(e.value, bool) and e.value == 0)
+        or (isinstance(e, ast.Call) and _callee(e.func) in ("zeros", "zeros_like"))
+        for e in compared
+    )
+
+
+def _callee(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def _is_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
     """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
     ``x.grad.flatten()``) rather than reading the values."""
@@ -153,6 +179,8 @@ tape.backward(loss)
                 else:
                     st = states.get(owner.id)
                     if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
+                        continue
+                    if _asserts_zero(src.parents, ev.node):
                         continue
                     zero = st.zeroed
                     where = anchor(ev, zero)

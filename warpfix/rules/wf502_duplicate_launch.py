@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.duplicate_launches import duplicate_launches, retain_spans
+from warpfix.model.duplicate_launches import accumulates_only, duplicate_launches, retain_spans
 from warpfix.model.hazards import overwritten_params
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -25,13 +25,15 @@ class DuplicateLaunch(Rule):
         what=(
             "Flags a launch recorded twice in a row on one tape: the same kernel with the same argument "
             "expressions, bound to the same arrays, with no write to its inputs in between, where the kernel only "
-            "stores into its outputs (so the repeat recomputes identical values)."
+            "stores into its outputs (so the repeat recomputes identical values), or only accumulates into them "
+            "(so the repeat adds the same contribution again)."
         ),
         why=(
             "The repeat does not change any forward value but doubles the adjoint work, and wherever the output "
             "adjoint is not consumed by the store (outputs with `retain_grad=True`, adjoints passed in from "
             "outside) the inputs receive the gradient twice. It is an error when an output retains its gradient, "
-            "a warning otherwise."
+            "a warning otherwise. An accumulating kernel repeated counts its contribution twice in the forward "
+            "and the backward alike: an error, with no automatic fix (deleting it changes the forward values)."
         ),
         example="""
 with tape:
@@ -77,14 +79,21 @@ tape.backward(loss)
         Example(_PREFIX + _SUFFIX),
         Example(
             _PREFIX
-            + """    wp.launch(loss_kernel, dim=8, inputs=[f], outputs=[loss])
-    wp.launch(loss_kernel, dim=8, inputs=[f], outputs=[loss])
+            + """    for _ in range(2):
+        wp.launch(loss_kernel, dim=8, inputs=[f], outputs=[loss])
 tape.backward(loss)
 """,
-            note="an accumulating kernel launched twice changes the forward value: not a redundant repeat",
+            note="one launch statement run twice by a loop: the repetition is the program's intent",
         ),
     ]
     INVALID = [
+        Example(
+            _PREFIX
+            + """    wp.launch(loss_kernel, dim=8, inputs=[f], outputs=[loss])
+    wp.launch(loss_kernel, dim=8, inputs=[f], outputs=[loss])  # expect: WF502
+tape.backward(loss)
+""",
+        ),
         Example(
             _PREFIX
             + "    wp.launch(spring_force, dim=8, inputs=[q, k], outputs=[f])  # expect: WF502\n"
@@ -108,6 +117,21 @@ tape.backward(loss)
                     f"kernel `{kd.name}` is launched again with the same arguments as at line {first.span.line} "
                     "and nothing it reads changed in between"
                 )
+                if accumulates_only(kd):
+                    into = ", ".join(f"`{repeat.name_of(b)}`" for p, b in repeat.binding.items()
+                                     if kd.params[p].accumulated)
+                    yield self.finding(
+                        repeat.span,
+                        f"{message}: it accumulates into {into} a second time, so the forward counts the "
+                        "contribution twice and backward hands its inputs the adjoint twice",
+                        severity=Severity.ERROR,
+                        fix_safety=FixSafety.NONE,
+                        fix_description="delete the repeat if it was pasted by mistake (this changes the forward "
+                        "values, so it is not automatic)",
+                        data={"accumulates": True},
+                        related=((first.span, "first launch"),),
+                    )
+                    continue
                 if retained:
                     message += f"; `{', '.join(retained)}` keeps its gradient, so the inputs receive it twice"
                 else:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.facts import Loop, Trace
+from warpfix.model.facts import Buffer, Loop, Trace
 from warpfix.model.tapeflow import Window, anchor, iterations, line_ref
 from warpfix.model.window_carry import carried_buffers, steps_parameters, window_params
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -313,13 +313,14 @@ def simulate(state, thrust, loss):
             return None
         reader, bufs = carried
         names = [reader.name_of(b) for b in bufs]
+        shown = _shown_params(trace, params)
         src_loop = loop.span
         tape_name = str(bwd0.detail.get("tape_name") or "tape")
         return self.finding(
             bwd0.span,
             f"`{tape_name}.backward` runs once per window of the loop `{_loop_head(loop)}` "
             f"({line_ref(src_loop, bwd0.span)}) and the windows' gradients of "
-            f"{', '.join(f'`{p.label}`' for p in params.values())} are summed, but "
+            f"{shown} are summed, but "
             f"{', '.join(f'`{n}`' for n in names)} {'carries' if len(names) == 1 else 'carry'} from one window "
             f"into the next "
             f"(read on the next window's tape at {line_ref(reader.span, bwd0.span)}): each backward treats the "
@@ -356,3 +357,21 @@ def _loop_head(loop: Loop) -> str:
     if isinstance(node, ast.For):
         return f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
     return f"while {ast.unparse(node.test)}"
+
+
+def _shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
+    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
+    those the project allocates; a library model hands every window's tape dozens of arrays that merely
+    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
+    consumed = {
+        b.grad_of.root().id
+        for e in trace.events
+        if e.kind == "grad_read"
+        for b in e.reads
+        if b.grad_of is not None
+    }
+    chosen = [p for k, p in params.items() if k in consumed] or [p for p in params.values() if p.origin is not None]
+    if not chosen:
+        return f"the {len(params)} arrays every window's tape reads"
+    names = ", ".join(f"`{p.label}`" for p in chosen[:4])
+    return names + (f" (and {len(chosen) - 4} more)" if len(chosen) > 4 else "")

@@ -1,0 +1,230 @@
+"""Program shapes of real differentiable programs that the host model follows (issue 9 item 5): per-stage
+buffers chosen by ``x if s == 0 else stages[s - 1]`` inside ``enumerate`` loops, and the planted bugs
+of Warp's own examples that depend on them. ``check`` only: no Warp program runs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from warpfix.engine import parse_file, run_rules
+from warpfix.finding import Finding, Severity
+from warpfix.model import build_project
+from warpfix.model.library import LibraryIndex
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> LibraryIndex:
+    return LibraryIndex(cache_dir=str(tmp_path / "summaries"))
+
+
+def _check(text: str, index: LibraryIndex, name: str = "prog.py") -> list[Finding]:
+    src, err = parse_file(name, text)
+    assert src is not None, err
+    return run_rules(build_project({name: src}, library=index))
+
+
+def _errors(findings: list[Finding], rule: str | None = None) -> list[tuple[str, int]]:
+    return [(f.rule, f.span.line) for f in findings
+            if f.severity is Severity.ERROR and (rule is None or f.rule == rule)]
+
+
+def _line(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+_KERNELS = '''
+import warp as wp
+
+
+@wp.kernel
+def stage(c: float, base: wp.array(dtype=float), x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = base[i] + c * x[i] * x[i]
+
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, x[wp.tid()])
+'''
+
+# the shape of warp/examples/optim/example_navier_stokes_perturbation.py: per-(step, stage) buffers,
+# the stage input is the step's input at stage 0 and the previous stage's output after
+RK_CLASS = _KERNELS + '''
+
+class Example:
+    def __init__(self, steps):
+        self.steps = steps
+        self.coeffs = [0.5, 0.25, 1.0]
+        self.x0 = wp.ones(8, dtype=float, requires_grad=True)
+        self.xs = [wp.zeros(8, dtype=float, requires_grad=True) for _ in range(steps + 1)]
+        self.stages = []
+        for _ in range(steps):
+            per_stage = []
+            for _ in range(3):
+                per_stage.append(wp.zeros(8, dtype=float{rg}))
+            self.stages.append(per_stage)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+    def forward(self):
+        wp.copy(self.xs[0], self.x0)
+        for t in range(self.steps):
+            x_t = self.xs[t]
+            for s, c in enumerate(self.coeffs):
+                x_in = x_t if s == 0 else self.stages[t][s - 1]
+                wp.launch(stage, dim=8, inputs=[c, x_t, x_in], outputs=[self.stages[t][s]])
+            wp.copy(self.xs[t + 1], self.stages[t][2])
+        wp.launch(total, dim=8, inputs=[self.xs[self.steps], self.loss])
+
+    def step(self):
+        self.tape = wp.Tape()
+        with self.tape:
+            self.forward()
+        self.tape.backward(self.loss)
+        self.tape.zero()
+'''
+
+
+def test_stage_buffers_follow_enumerate_and_conditional_input(index: LibraryIndex) -> None:
+    buggy = RK_CLASS.format(rg="")
+    assert _errors(_check(buggy, index), "WF201") == [("WF201", _line(buggy, "per_stage.append("))]
+    assert _check(RK_CLASS.format(rg=", requires_grad=True"), index) == []
+
+
+def test_enumerate_of_a_known_list_runs_every_item(index: LibraryIndex) -> None:
+    text = _KERNELS + '''
+coeffs = [0.5, 0.25, 1.0]
+x = wp.ones(8, dtype=float, requires_grad=True)
+outs = [wp.zeros(8, dtype=float, requires_grad=True) for _ in range(3)]
+for s, c in enumerate(coeffs):
+    src = x if s == 0 else outs[s - 1]
+    wp.launch(stage, dim=8, inputs=[c, x, src], outputs=[outs[s]])
+'''
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    (trace,) = build_project({"prog.py": src}, library=index).traces
+    launches = [ev for ev in trace.events if ev.kind == "launch"]
+    assert len(launches) == 3
+    # stage s reads x at s == 0 and the previous stage's output after
+    assert launches[0].binding["x"].id == launches[0].binding["base"].id
+    assert launches[1].binding["x"].id == launches[0].binding["y"].id
+    assert launches[2].binding["x"].id == launches[1].binding["y"].id
+
+
+def _warp_example(rel: str) -> str:
+    spec = importlib.util.find_spec("warp")
+    assert spec is not None and spec.origin is not None
+    return (Path(spec.origin).parent / "examples" / rel).read_text(encoding="utf-8")
+
+
+def test_dropped_requires_grad_on_navier_stokes_stage_buffer(index: LibraryIndex) -> None:
+    name = "example_navier_stokes_perturbation.py"
+    text = _warp_example(f"optim/{name}")
+    assert _errors(_check(text, index, name)) == []
+    old = "stage_omega.append(wp.zeros((N_GRID, N_GRID), dtype=float, requires_grad=True))"
+    assert old in text
+    buggy = text.replace(old, "stage_omega.append(wp.zeros((N_GRID, N_GRID), dtype=float))")
+    assert ("WF201", _line(buggy, "stage_omega.append(")) in _errors(_check(buggy, index, name))
+
+
+_SQUARE = '''
+import contextlib
+from contextlib import contextmanager
+
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, y[wp.tid()])
+'''
+
+CM_HELPER = _SQUARE + '''
+
+@contextmanager
+def recording():
+    tape = wp.Tape()
+    with tape:
+        yield tape
+    print("recorded", len(tape.launches))
+
+
+def train(x, loss):
+    for _ in range(3):
+        y = wp.zeros(8, dtype=float{rg})
+        with recording() as tape:
+            wp.launch(square, dim=8, inputs=[x], outputs=[y])
+            wp.launch(total, dim=8, inputs=[y], outputs=[loss])
+        tape.backward(loss)
+        tape.zero()
+
+
+train(wp.ones(8, dtype=float, requires_grad=True), wp.zeros(1, dtype=float, requires_grad=True))
+'''
+
+CM_CLASS = _SQUARE + '''
+
+class Trainer:
+    def __init__(self):
+        self.x = wp.ones(8, dtype=float, requires_grad=True)
+        self.y = wp.zeros(8, dtype=float{rg})
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        self.tape = wp.Tape()
+
+    @contextlib.contextmanager
+    def recording(self):
+        self.tape.reset()
+        with self.tape:
+            yield self.tape
+
+    def step(self):
+        with self.recording() as tape:
+            wp.launch(square, dim=8, inputs=[self.x], outputs=[self.y])
+            wp.launch(total, dim=8, inputs=[self.y], outputs=[self.loss])
+        tape.backward(self.loss)
+        return self.x.grad
+'''
+
+
+@pytest.mark.parametrize("program", [CM_HELPER, CM_CLASS], ids=["helper", "class"])
+def test_tape_opened_in_a_contextmanager_is_followed(program: str, index: LibraryIndex) -> None:
+    buggy = program.format(rg="")
+    assert _errors(_check(buggy, index), "WF201") == [("WF201", _line(buggy, "y = wp.zeros(8"))]
+    assert _check(program.format(rg=", requires_grad=True"), index) == []
+
+
+def test_with_body_runs_once_inside_the_generator_scope(index: LibraryIndex) -> None:
+    text = CM_HELPER.format(rg=", requires_grad=True")
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    traces = build_project({"prog.py": src}, library=index).traces
+    events = [ev for t in traces for ev in t.events if ev.kind in ("launch", "tape_begin", "backward")]
+    first = events[:4]
+    assert [ev.kind for ev in first] == ["tape_begin", "launch", "launch", "backward"]
+    assert first[1].recorded and first[2].recorded and first[1].tapes[0].tape == first[3].tape
+
+
+def test_pure_builtins_are_no_array_events(index: LibraryIndex) -> None:
+    """``dim=len(props)`` between two launches is not an op on ``props`` (it kept WF502 from seeing a
+    repeated launch in newton's drone example); an unknown function handed an array still is."""
+    text = _KERNELS + '''
+x = wp.ones(8, dtype=float, requires_grad=True)
+y = wp.zeros(8, dtype=float, requires_grad=True)
+wp.launch(stage, dim=len(x), inputs=[1.0, x, x], outputs=[y])
+for i in range(len(y)):
+    print(isinstance(x, wp.array), str(x), x)
+external_helper(y)
+'''
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    (trace,) = build_project({"prog.py": src}, library=index).traces
+    calls = [ev.detail.get("callee") for ev in trace.events if ev.kind == "call"]
+    assert sorted(set(calls)) == ["external_helper", "print"]
