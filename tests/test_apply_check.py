@@ -104,6 +104,8 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
         ({"verdict": "pass", "losses": [9.0, 9.0]}, ["WF302"], True, "the 2 backward(s) both runs have"),
         ({"verdict": "pass", "losses": [9.0, 9.5]}, ["WF302"], False, "loss changed at backward 2"),
         ({"verdict": "pass", "losses": []}, ["WF302"], False, "none to compare"),
+        # more backwards before the first update: a parameter rebound away from its optimizer (WF105 on drone)
+        ({"verdict": "pass", "losses": [9.0] * 8}, ["WF105"], False, "delays or removes the first parameter update"),
         ({"verdict": "fail", "losses": [9.0]}, ["WF302", "WF304"], False, "still disagrees"),
         # the WF601 hoist merges the windows' backwards: judged on the total
         ({"verdict": "pass", "losses": [54.0]}, ["WF601"], True, "total loss of 6 -> 1"),

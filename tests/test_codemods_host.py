@@ -81,6 +81,23 @@ class TestRotateBuffers(CodemodTest):
     def test_call_is_skipped(self) -> None:
         self.assertCodemod("a = wp.clone(b)\n", "a = wp.clone(b)\n", line=1, expected_skip=True)
 
+    def test_repeated_constructor_becomes_one_call_per_slot(self) -> None:
+        """``[self.model.state()] * (n + 1)`` (newton's spring_cage with the comprehension undone)."""
+        before = "self.states = [self.model.state()] * (self.sim_steps * self.sim_substeps + 1)  # all steps\n"
+        after = ("self.states = [self.model.state() for _ in range(self.sim_steps * self.sim_substeps + 1)]"
+                 "  # all steps\n")
+        self.assertCodemod(before, after, line=1, repeat=True)
+
+    def test_repeat_on_the_left_and_a_taken_name(self) -> None:
+        before = "omega = (T + 1) * [wp.zeros(n, dtype=float, requires_grad=_)]\n"
+        after = "omega = [wp.zeros(n, dtype=float, requires_grad=_) for _2 in range(T + 1)]\n"
+        self.assertCodemod(before, after, line=1, repeat=True)
+
+    def test_repeated_existing_object_is_skipped(self) -> None:
+        """``[state] * n`` has no constructor to call again: no fix, with the reason."""
+        self.assertCodemod("states = [state] * 4\n", "states = [state] * 4\n", line=1, repeat=True,
+                           expected_skip=True)
+
 
 class TestFreshOutput(CodemodTest):
     TRANSFORM = FreshOutput

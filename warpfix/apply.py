@@ -195,6 +195,11 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
         # earlier, so fewer backwards precede it; each backward both runs have must match
         if not lb or not la:
             return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}): none to compare"
+        if len(la) > len(lb):
+            # the rewritten program updates its parameters later or never (a parameter rebound away from
+            # the optimizer that holds it): it no longer trains as it did
+            return False, (f"the edit delays or removes the first parameter update ({len(lb)} -> {len(la)} "
+                           "backwards before it): the program no longer trains as it did")
         for i, (a, b) in enumerate(zip(lb, la, strict=False)):
             if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
                 return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
