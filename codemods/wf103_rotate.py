@@ -4,13 +4,18 @@ Strategies, in order:
 
 * ``states[0] = states[-1]`` -> ``states[0], states[-1] = states[-1], states[0]``: the
   buffers rotate, so the next window writes a buffer distinct from the one it starts from;
+* the same rebinding while a tape records it (finding data ``recorded``: a class's frame loop
+  ``self.v[0] = self.v[self.substeps]`` run inside one tape over several frames) keeps the alias
+  and gives the source slot a fresh buffer: ``self.v[0] = self.v[S]`` then
+  ``self.v[S] = wp.empty_like(self.v[S])``. A rotation would hand the last slot the buffer the
+  tape read at the first frame, which the next frame then overwrites on the same tape;
 * ``[make()] * n`` (or ``n * [make()]``, finding data ``repeat``) -> ``[make() for _ in range(n)]``:
   one fresh object per slot, built by the same call. Only a call is repeated this way: a list of
   one existing object (``[state] * n``) has no constructor to call again. Whether the call only
   allocates (so that calling it n times keeps every forward value) is the rule's judgement, given
   as the finding's fix safety.
 
-Finding data: ``repeat`` (true for the list form). Otherwise the span's line holds the aliasing
+Finding data: ``repeat`` (true for the list form), ``recorded`` (true when a tape records the rebinding). Otherwise the span's line holds the aliasing
 assignment ``a = b`` where both sides are names, attributes or subscripts (no calls).
 """
 
@@ -31,6 +36,11 @@ def _is_alias(node: cst.Assign) -> bool:
     )
 
 
+def _true(value: object) -> bool:
+    """A data flag given as a bool (findings) or as text (the command line)."""
+    return value not in (None, False, "", "false", "False", "0")
+
+
 def _repeated(node: cst.BinaryOperation) -> tuple[cst.List, cst.BaseExpression] | None:
     """(the one-element list, the count) of ``[x] * n`` / ``n * [x]``, else None."""
     if not isinstance(node.operator, cst.Multiply):
@@ -44,7 +54,10 @@ def _repeated(node: cst.BinaryOperation) -> tuple[cst.List, cst.BaseExpression] 
 class RotateBuffers(FindingCommand):
     DESCRIPTION = "WF103: swap the two buffers instead of aliasing one to the other."
     RULES = ("WF103",)
-    DATA = {"repeat": "the finding is a list `[x] * n` of one object (true/false)"}
+    DATA = {
+        "repeat": "the finding is a list `[x] * n` of one object (true/false)",
+        "recorded": "a tape records the rebinding (true/false): the source slot gets a fresh buffer",
+    }
 
     def describe_missing(self) -> str:
         if self.data.get("repeat"):
@@ -52,13 +65,22 @@ class RotateBuffers(FindingCommand):
         return "no `a = b` rebinding between array places"
 
     def plan(self, tree: cst.Module) -> None:
-        if self.data.get("repeat") not in (None, False, "false", "False"):
+        if _true(self.data.get("repeat")):
             self.fresh_per_slot()
             return
         assign = self.on_line(cst.Assign, _is_alias)
         if any(self.nodes(assign, cst.Call)):
             raise self.not_applicable("the rebinding calls a function")
         target, value = self.code(assign.targets[0].target), self.code(assign.value)
+        if _true(self.data.get("recorded")):
+            line = self.parent(assign)
+            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+                raise self.not_applicable("the rebinding is not a statement of its own")
+            self.insert_after(line, [self.statement(f"{value} = {self.warp_alias()}.empty_like({value})\n")])
+            self.context.scratch["summary"] = (
+                f"fresh buffer: the tape records the rebinding, so `{value}` gets a new buffer after it "
+                "(a rotation would hand it a buffer the tape already read)")
+            return
         swap = self.statement(f"{target}, {value} = {value}, {target}\n")
         assert isinstance(swap, cst.SimpleStatementLine)
         self.replace(assign, swap.body[0].with_changes(semicolon=assign.semicolon))
