@@ -138,6 +138,9 @@ class StaticLoopBound(FindingCommand):
         if func is None:
             raise self.not_applicable("not in a function")
         if not is_kernel(func):
+            if _is_func(func) and not any(isinstance(n, cst.For) for n in self.ancestors(stmt)):
+                self.post_processing_to_callers(func, stmt)
+                return
             raise self.not_applicable("the loop is in a @wp.func: its bound comes from its callers")
         params = [p.name.value for p in func.params.params]
         loops = [n for n in self.ancestors(stmt) if isinstance(n, cst.For)]
@@ -173,6 +176,89 @@ class StaticLoopBound(FindingCommand):
         self.context.scratch["summary"] = (
             f"static bound: every launch passes {param} = {name or value} ({value} <= {MAX_UNROLL}), so the loop "
             "is unrolled and replayed exactly")
+
+    def post_processing_to_callers(self, func: cst.FunctionDef, stmt: cst.SimpleStatementLine) -> None:
+        """``return s / t`` after a dynamic loop of a ``@wp.func`` -> ``return s, t``; each caller
+        ``m = f(...)`` becomes ``m_s, m_t = f(...)`` then ``m = m_s / m_t``: the same operations
+        (forward unchanged), now outside the loop's function, where backward replays them."""
+        name = func.name.value
+        ret = stmt.body[0] if len(stmt.body) == 1 else None
+        body = list(cst.ensure_type(func.body, cst.IndentedBlock).body)
+        if not isinstance(ret, cst.Return) or ret.value is None or body[-1] is not stmt:
+            raise self.not_applicable(f"the use after the loop is not the final `return` of {name}()")
+        if isinstance(ret.value, cst.Tuple):
+            raise self.not_applicable(f"{name}() already returns several values")
+        params = [p.name.value for p in func.params.params]
+        if func.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or func.params.kwonly_params:
+            raise self.not_applicable(f"{name}() has *args or keyword-only parameters")
+        carried: list[str] = []
+        for loop in self.nodes(func, cst.For):
+            for node in self.nodes(loop.body, (cst.AugAssign, cst.AssignTarget)):
+                target = node.target
+                if isinstance(target, cst.Name) and target.value not in carried:
+                    carried.append(target.value)
+        raw: list[str] = []
+        for use in _value_names(ret.value):
+            if use.value in carried:
+                if use.value not in raw:
+                    raw.append(use.value)
+            elif use.value not in params:
+                raise self.not_applicable(f"the returned expression reads `{use.value}`, neither a parameter nor "
+                                          "a value the loop computes")
+        if not raw:
+            raise self.not_applicable("the returned expression uses no value the loop computes")
+        returned = ", ".join(raw)
+        self.replace(ret, ret.with_changes(value=self.expression(returned)))
+        calls = [c for c in self.nodes(self.tree, cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
+        uses = [n for n in self.nodes(self.tree, cst.Name) if n.value == name and n is not func.name]
+        if len(uses) != len(calls):
+            raise self.not_applicable(f"{name} is used other than called")
+        sources = self.context.scratch.get("sources") or {}
+        project = Sources(sources)
+        others = [p for p, t in sources.items() if p != self.file and re.search(rf"\b{re.escape(name)}\b", t)
+                  and binding_in(p, self.file or "", name, project)]
+        if others:
+            raise self.not_applicable(f"{name}() is also called from {others[0]}: all or nothing")
+        if not calls:
+            raise self.not_applicable(f"no call of {name}() found")
+        for call in calls:
+            self._rewrite_call(call, params, raw, ret.value)
+        self.context.scratch["summary"] = (
+            f"post-processing to the caller: {name}() returns {returned}, and its {len(calls)} caller(s) compute "
+            f"`{self.code(ret.value)}`")
+
+    def _rewrite_call(self, call: cst.Call, params: list[str], raw: list[str], expr: cst.BaseExpression) -> None:
+        where = f"the call at line {self.pos(call).start.line}"
+        assign = self.parent(call)
+        line = self.parent(assign)
+        if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name) and isinstance(line, cst.SimpleStatementLine)
+                and len(line.body) == 1):
+            raise self.not_applicable(f"{where} is not a statement `name = {self.code(call.func)}(...)`")
+        target = cst.ensure_type(assign.targets[0].target, cst.Name).value
+        mapping: dict[str, cst.BaseExpression] = {}
+        for i, arg in enumerate(call.args):
+            if arg.star:
+                raise self.not_applicable(f"{where} passes *args")
+            key = arg.keyword.value if arg.keyword else (params[i] if i < len(params) else None)
+            if key is None:
+                raise self.not_applicable(f"{where} passes more arguments than the function has")
+            if self.nodes(arg.value, cst.Call):
+                raise self.not_applicable(f"{where} passes a call as `{key}`: it would be evaluated twice")
+            mapping[key] = arg.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if isinstance(
+                arg.value, cst.BinaryOperation) else arg.value
+        missing = [u.value for u in _value_names(expr) if u.value in params and u.value not in mapping]
+        if missing:
+            raise self.not_applicable(f"{where} leaves `{missing[0]}` to its default")
+        scope = self.enclosing(call, cst.FunctionDef) or self.tree
+        fresh = {r: self.fresh_name(f"{target}_{r}", scope) for r in raw}
+        mapping.update({r: cst.Name(fresh[r]) for r in raw})
+        names = ", ".join(fresh[r] for r in raw)
+        unpack = self.statement(f"{names} = {self.code(call)}\n")
+        value = expr.visit(_Rename(mapping))
+        rebuilt = line.with_changes(body=[assign.with_changes(value=value)])
+        self.replace(line, unpack.with_changes(leading_lines=line.leading_lines))
+        self.insert_after(line, [rebuilt.with_changes(leading_lines=[])])
 
     @staticmethod
     def _imported(name: str, path: str, texts: dict[str, str], project: Sources) -> int | None:
@@ -212,3 +298,51 @@ class StaticLoopBound(FindingCommand):
         if values[0] > MAX_UNROLL or values[0] < 0:
             raise self.not_applicable(f"the launches pass {values[0]}, more than max_unroll ({MAX_UNROLL})")
         return values[0]
+
+
+def _is_func(func: cst.FunctionDef) -> bool:
+    for dec in func.decorators:
+        node = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        if isinstance(node, cst.Attribute) and node.attr.value == "func" or isinstance(node, cst.Name) and node.value == "func":
+            return True
+    return False
+
+
+def _value_names(expr: cst.BaseExpression) -> list[cst.Name]:
+    """The Names of ``expr`` that stand for values (not a called function, not an attribute's name)."""
+    out: list[cst.Name] = []
+
+    class Walk(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            if not isinstance(node.func, cst.Name):
+                node.func.visit(self)
+            for arg in node.args:
+                arg.visit(self)
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `s.x`: `s` is a value; `x` is a component name
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            out.append(node)
+
+    expr.visit(Walk())
+    return out
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, mapping: dict[str, cst.BaseExpression]) -> None:
+        self.mapping = mapping
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.mapping.get(original.value, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        return updated.with_changes(func=original.func) if isinstance(original.func, cst.Name) else updated

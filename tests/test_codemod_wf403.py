@@ -94,3 +94,65 @@ def test_refused_shapes(kernel: str, line: int, why: str) -> None:
 def test_no_launch_is_refused() -> None:
     new, reason = _fix({"sim.py": KERNEL}, _finding(11))
     assert new == {} and "no launch of transmittance found" in reason
+
+
+FUNC = '''import warp as wp
+
+
+@wp.func
+def weighted_mean(x: wp.array(dtype=float), w: wp.array(dtype=float), start: int, n: int):
+    s = float(0.0)
+    t = float(0.0)
+    for j in range(n):
+        s += w[start + j] * x[start + j]
+        t += w[start + j]
+    return s / t
+
+
+@wp.kernel
+def pool(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    m = weighted_mean(x, w, i * n, n)
+    out[i] = m * m
+'''
+
+
+def test_post_processing_of_a_looped_func_moves_to_its_caller() -> None:
+    """RULES.md: return the raw accumulators, the caller does the division (same operations, outside the loop)."""
+    new, why = _fix({"sim.py": FUNC}, _finding(11, kernel="weighted_mean", loop_line=8, after_loop=True))
+    want = FUNC.replace("    return s / t\n", "    return s, t\n").replace(
+        "    m = weighted_mean(x, w, i * n, n)\n", "    m_s, m_t = weighted_mean(x, w, i * n, n)\n    m = m_s / m_t\n")
+    assert new == {"sim.py": want}
+    assert "post-processing to the caller: weighted_mean() returns s, t" in why
+
+
+def test_post_processing_substitutes_parameters_with_the_call_arguments() -> None:
+    code = FUNC.replace("    return s / t\n", "    return s / (t * float(n))\n")
+    new, _ = _fix({"sim.py": code}, _finding(11))
+    assert "    m = m_s / (m_t * float(n))\n" in new["sim.py"]
+    code = FUNC.replace("    return s / t\n", "    return s / float(start)\n")
+    new, _ = _fix({"sim.py": code}, _finding(11))
+    assert "    m_s = weighted_mean(x, w, i * n, n)\n    m = m_s / float((i * n))\n" in new["sim.py"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (("    m = weighted_mean(x, w, i * n, n)\n    out[i] = m * m\n", "    out[i] = weighted_mean(x, w, i * n, n)\n"),
+         "is not a statement `name = weighted_mean(...)`"),
+        (("    return s / t\n", "    r = s / t\n    return r\n"), "reads `r`, neither a parameter"),
+        (("i * n, n)", "wp.tid() * n, n)"), "passes a call as `start`"),
+        (("    i = wp.tid()\n", "    i = wp.tid()\n    f = weighted_mean\n"), "used other than called"),
+    ],
+)
+def test_post_processing_refused_shapes(change: tuple[str, str], why: str) -> None:
+    code = FUNC.replace(*change)
+    line = next(n for n, text in enumerate(code.splitlines(), 1) if text.strip().startswith("return"))
+    new, reason = _fix({"sim.py": code}, _finding(line))
+    assert new == {} and why in reason, reason
+
+
+def test_post_processing_refused_when_another_file_calls_the_func() -> None:
+    other = "from sim import weighted_mean\n"
+    new, reason = _fix({"sim.py": FUNC, "other.py": other + "y = weighted_mean(a, b, 0, 4)\n"}, _finding(11))
+    assert new == {} and "also called from other.py" in reason, reason
