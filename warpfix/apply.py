@@ -319,7 +319,10 @@ def check_fixes(
                 out.edits.append(Edit(finding, False, why))
                 continue
             if len(trial.applied) != len(kept) + 1:
-                out.edits.append(Edit(finding, False, "conflicts with a fix kept before"))
+                lost = [k for k in kept if not any(a is k for a in trial.applied)]
+                names = ", ".join(f"{k.rule} at line {k.line}" for k in lost) or "a fix kept before"
+                out.edits.append(Edit(finding, False, f"conflicts with the kept fix ({names}): both rewrite the "
+                                      "same statements"))
                 continue
             after = run(_changed(original, {**start, **trial.new_sources}))
             ok, why = judge(baseline, after, [finding.rule])
