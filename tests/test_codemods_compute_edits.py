@@ -197,7 +197,7 @@ def test_safety_gating() -> None:
     assert compute_edits({"m.py": code}, [unsafe], unsafe=True).new_sources == {"m.py": "@wp.kernel\ndef k():\n    pass\n"}
     diagnostic = finding("WF801", "m.py", 1, safety=FixSafety.NONE)
     assert compute_edits({"m.py": code}, [diagnostic]).skipped[0][1] == "diagnostic only: no fix"
-    assert compute_edits({"m.py": code}, [finding("WF403", "m.py", 1)]).skipped[0][1] == "no automatic fix for WF403"
+    assert compute_edits({"m.py": code}, [finding("WF704", "m.py", 1)]).skipped[0][1] == "no automatic fix for WF704"
 
 
 def test_several_findings_in_one_file_map_their_lines() -> None:
