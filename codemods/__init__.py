@@ -18,6 +18,7 @@ from codemods.wf301_tape_zero import ZeroTape
 from codemods.wf302_after_backward import MoveAcrossBackward
 from codemods.wf401_kernel_output import KernelOutput
 from codemods.wf402_component_accumulate import ComponentAccumulate
+from codemods.wf403_static_bound import StaticLoopBound
 from codemods.wf501_retain_grad import DropRetainGrad
 from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
 from codemods.wf601_hoist import HoistWindowTape
@@ -42,6 +43,7 @@ _ALL: tuple[type[FindingCommand], ...] = (
     MoveAcrossBackward,
     KernelOutput,
     ComponentAccumulate,
+    StaticLoopBound,
     DropRetainGrad,
     DeleteDuplicateLaunch,
     HoistWindowTape,

@@ -97,6 +97,29 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
     assert ok is kept and why in reason
 
 
+@pytest.mark.parametrize(
+    ("after", "rules", "kept", "why"),
+    [
+        # an optimizer step moved out of the tape: the program trains now, its first iteration ends sooner
+        ({"verdict": "pass", "losses": [9.0, 9.0]}, ["WF302"], True, "the 2 backward(s) both runs have"),
+        ({"verdict": "pass", "losses": [9.0, 9.5]}, ["WF302"], False, "loss changed at backward 2"),
+        ({"verdict": "pass", "losses": []}, ["WF302"], False, "none to compare"),
+        # more backwards before the first update: a parameter rebound away from its optimizer (WF105 on drone)
+        ({"verdict": "pass", "losses": [9.0] * 8}, ["WF105"], False, "delays or removes the first parameter update"),
+        ({"verdict": "fail", "losses": [9.0]}, ["WF302", "WF304"], False, "still disagrees"),
+        # the WF601 hoist merges the windows' backwards: judged on the total
+        ({"verdict": "pass", "losses": [54.0]}, ["WF601"], True, "total loss of 6 -> 1"),
+        ({"verdict": "pass", "losses": [9.0, 9.0]}, ["WF601", "WF302"], False, "total loss"),
+    ],
+)
+def test_judge_compares_like_with_like_when_the_backwards_differ(after: dict, rules: list, kept: bool,
+                                                                why: str) -> None:
+    """Issue 10 (WF302 regression): a fix that ends the first iteration earlier is judged on the
+    backwards both runs have, not on a total over unlike runs; only merging fixes use the total."""
+    ok, reason = judge({"verdict": "fail", "losses": [9.0] * 6}, after, rules)
+    assert ok is kept and why in reason, reason
+
+
 _CHAOS_BEFORE = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF902"], "integrity": ["WF902", "WF905"]}
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.fixes import compute_edits
 
@@ -195,7 +197,7 @@ def test_safety_gating() -> None:
     assert compute_edits({"m.py": code}, [unsafe], unsafe=True).new_sources == {"m.py": "@wp.kernel\ndef k():\n    pass\n"}
     diagnostic = finding("WF801", "m.py", 1, safety=FixSafety.NONE)
     assert compute_edits({"m.py": code}, [diagnostic]).skipped[0][1] == "diagnostic only: no fix"
-    assert compute_edits({"m.py": code}, [finding("WF403", "m.py", 1)]).skipped[0][1] == "no automatic fix for WF403"
+    assert compute_edits({"m.py": code}, [finding("WF704", "m.py", 1)]).skipped[0][1] == "no automatic fix for WF704"
 
 
 def test_several_findings_in_one_file_map_their_lines() -> None:
@@ -396,3 +398,53 @@ def test_ping_pong_output_of_a_helper_is_returned_fresh() -> None:
                     b = step(a, b)
                     a, b = b, a
     """)
+
+
+_REPEAT = '''import warp as wp
+
+
+@wp.kernel
+def step(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.sin(x[i])
+
+
+class State:
+    def __init__(self):
+        self.q = wp.zeros(4, dtype=float, requires_grad=True)
+
+
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+SLOTS
+tape = wp.Tape()
+with tape:
+    for t in range(3):
+        wp.launch(step, dim=4, inputs=[states[t].q], outputs=[states[t + 1].q])
+tape.backward(grads={states[3].q: wp.ones(4, dtype=float)})
+'''
+
+
+@pytest.mark.parametrize(
+    ("slots", "safety", "fixed"),
+    [
+        ("states = [State()] * 4", "safe", "states = [State() for _ in range(4)]"),
+        ("states = [wp.zeros(4, dtype=float, requires_grad=True)] * 4", "safe",
+         "states = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(4)]"),
+        ("s = State()\nstates = [s] * 4", "none", None),
+        ("states = [load_state('x.npz')] * 4", "none", None),
+    ],
+)
+def test_list_repeat_is_fixed_only_for_an_allocating_call(slots: str, safety: str, fixed: str | None) -> None:
+    """`[make()] * n` (WF103): one `make()` per slot when the call only allocates; an existing object or an
+    opaque call (it may read a file, draw random numbers) gets no automatic fix."""
+    from warpfix.engine import check_sources
+
+    code = _REPEAT.replace("SLOTS", slots)
+    found = [f for f in check_sources({"main.py": code}).findings if f.rule == "WF103"]
+    assert len(found) == 1, [(f.rule, f.line) for f in found]
+    assert found[0].fix.safety.value == safety
+    result = compute_edits({"main.py": code}, found)
+    if fixed is None:
+        assert not result.new_sources and result.skipped
+    else:
+        assert result.new_sources == {"main.py": code.replace(slots, fixed)}

@@ -81,6 +81,36 @@ class TestRotateBuffers(CodemodTest):
     def test_call_is_skipped(self) -> None:
         self.assertCodemod("a = wp.clone(b)\n", "a = wp.clone(b)\n", line=1, expected_skip=True)
 
+    def test_rebinding_recorded_by_the_tape_gives_the_source_a_fresh_buffer(self) -> None:
+        """A class frame loop inside one tape: rotating would hand slot S the buffer frame 1 read."""
+        before = """
+            class Sim:
+                def frame(self):
+                    for s in range(self.substeps):
+                        wp.launch(integrate, dim=n, inputs=[self.v[s]], outputs=[self.v[s + 1]])
+                    self.v[0] = self.v[self.substeps]
+        """
+        after = before.replace("self.v[0] = self.v[self.substeps]\n", "self.v[0] = self.v[self.substeps]\n"
+                               "                    self.v[self.substeps] = wp.empty_like(self.v[self.substeps])\n")
+        self.assertCodemod(before, after, line=5, recorded=True)
+
+    def test_repeated_constructor_becomes_one_call_per_slot(self) -> None:
+        """``[self.model.state()] * (n + 1)`` (newton's spring_cage with the comprehension undone)."""
+        before = "self.states = [self.model.state()] * (self.sim_steps * self.sim_substeps + 1)  # all steps\n"
+        after = ("self.states = [self.model.state() for _ in range(self.sim_steps * self.sim_substeps + 1)]"
+                 "  # all steps\n")
+        self.assertCodemod(before, after, line=1, repeat=True)
+
+    def test_repeat_on_the_left_and_a_taken_name(self) -> None:
+        before = "omega = (T + 1) * [wp.zeros(n, dtype=float, requires_grad=_)]\n"
+        after = "omega = [wp.zeros(n, dtype=float, requires_grad=_) for _2 in range(T + 1)]\n"
+        self.assertCodemod(before, after, line=1, repeat=True)
+
+    def test_repeated_existing_object_is_skipped(self) -> None:
+        """``[state] * n`` has no constructor to call again: no fix, with the reason."""
+        self.assertCodemod("states = [state] * 4\n", "states = [state] * 4\n", line=1, repeat=True,
+                           expected_skip=True)
+
 
 class TestFreshOutput(CodemodTest):
     TRANSFORM = FreshOutput

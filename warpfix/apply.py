@@ -38,6 +38,10 @@ from warpfix.procs import scratch_run
 #: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
 INTEGRITY_RULES = ("WF902", "WF905")
 #: the fixes that remove an overwrite of a recorded array
+#: the fixes that may merge or split backwards (the WF601 hoist: one tape over the windows), judged on the
+#: iteration's total loss; any other fix that changes how many backwards precede the first parameter update
+#: is judged on the backwards both runs have
+MERGING_FIXES = ("WF601",)
 OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
@@ -185,7 +189,23 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     if None in lb or None in la:
         return False, "a checked backward has no loss value to compare"
     merged = len(lb) != len(la)
-    if merged:
+    if merged and rules and not any(r in MERGING_FIXES for r in rules):
+        # the same iterations compared, like with like: the first iteration ends at its first parameter
+        # update, and a fix that makes the program train (an optimizer step moved out of the tape) ends it
+        # earlier, so fewer backwards precede it; each backward both runs have must match
+        if not lb or not la:
+            return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}): none to compare"
+        if len(la) > len(lb):
+            # the rewritten program updates its parameters later or never (a parameter rebound away from
+            # the optimizer that holds it): it no longer trains as it did
+            return False, (f"the edit delays or removes the first parameter update ({len(lb)} -> {len(la)} "
+                           "backwards before it): the program no longer trains as it did")
+        for i, (a, b) in enumerate(zip(lb, la, strict=False)):
+            if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
+                return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
+        loss = (f"loss unchanged at the {min(len(lb), len(la))} backward(s) both runs have before the first "
+                f"parameter update (the edit moved that update: {len(lb)} -> {len(la)} backwards before it)")
+    elif merged:
         # backwards merged or split (one tape over the windows, WF601): the iteration's objective
         # is the sum of what was differentiated, and that must not change
         a, b = math.fsum(lb), math.fsum(la)
@@ -193,11 +213,12 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
             return False, (
                 f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})"
             )
+        loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged"
     else:
         for i, (a, b) in enumerate(zip(lb, la, strict=True)):
             if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
                 return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
-    loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged" if merged else "loss unchanged"
+        loss = "loss unchanged"
     if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
         found, left = before.get("integrity") or [], after.get("integrity") or []
         if found and not left and not (set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)):
@@ -298,7 +319,10 @@ def check_fixes(
                 out.edits.append(Edit(finding, False, why))
                 continue
             if len(trial.applied) != len(kept) + 1:
-                out.edits.append(Edit(finding, False, "conflicts with a fix kept before"))
+                lost = [k for k in kept if not any(a is k for a in trial.applied)]
+                names = ", ".join(f"{k.rule} at line {k.line}" for k in lost) or "a fix kept before"
+                out.edits.append(Edit(finding, False, f"conflicts with the kept fix ({names}): both rewrite the "
+                                      "same statements"))
                 continue
             after = run(_changed(original, {**start, **trial.new_sources}))
             ok, why = judge(baseline, after, [finding.rule])

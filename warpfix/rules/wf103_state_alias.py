@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
@@ -12,6 +13,28 @@ from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import Event
+
+
+def _allocated(alias: Event, events: Sequence[Event]) -> bool:
+    """Whether the repeated slot of ``[make()] * n`` is a call that only allocates what it holds, so that one
+    call per slot builds n distinct objects with the same values: each array the list's slot holds is a new
+    one (a warp allocation, a project constructor's) or a member of the call's result that the program
+    first touches later (``state.particle_q`` of ``model.state()``), and the model saw the call write
+    nothing else."""
+    node = alias.node
+    if not (isinstance(node, ast.BinOp) and isinstance(node.left, (ast.List, ast.Tuple)) and node.left.elts):
+        return False
+    element = node.left.elts[0]
+    if not isinstance(element, ast.Call) or not alias.reads:
+        return False
+    first, last = element.lineno, element.end_lineno or element.lineno
+    own = {b.id for b in alias.reads}
+    if any(ev is not alias and ev.span.path == alias.span.path and first <= ev.span.line <= last
+           and any(b.id not in own for b in (*ev.writes, *ev.accums)) for ev in events):
+        return False  # the call writes something it did not allocate
+    made = ast.unparse(element) + "."
+    return all(b.fresh or (b.origin is None and b.label.startswith(made)) for b in alias.reads)
 
 
 class StateAlias(Rule):
@@ -97,13 +120,15 @@ for it in range(3):
             source = source if isinstance(source, str) else alias.name_of(buf)
             read_name, write_name = hz.read.name, hz.write.name
             if alias.detail.get("repeat"):
+                made = _allocated(alias, hz.trace.events)
                 yield self.finding(
                     alias.span,
                     f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
                     f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
                     f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
-                    fix_safety=FixSafety.NONE,
-                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)",
+                    fix_safety=FixSafety.SAFE if made else FixSafety.NONE,
+                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)"
+                    + ("" if made else "; not automatic: the slot is not an allocation or constructor call"),
                     data={"repeat": True},
                     related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
                 )
@@ -113,5 +138,8 @@ for it in range(3):
                 f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
                 f"reads it as `{read_name}` and {hz.write.describe()} overwrites it as `{write_name}`, so the "
                 "reader's adjoint replays against the overwritten values",
+                # a tape records the rebinding (a frame loop inside one tape): rotating would hand the source
+                # slot a buffer this tape already read, so the codemod gives it a fresh one instead
+                data={"recorded": True} if alias.recorded else None,
                 related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
             )

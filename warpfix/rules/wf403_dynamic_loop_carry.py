@@ -21,7 +21,7 @@ class DynamicLoopCarry(Rule):
     id = "WF403"
     name = "dynamic-loop-carry"
     severity = Severity.ERROR
-    fix_safety = FixSafety.NONE
+    fix_safety = FixSafety.SAFE
     fix_description = (
         "make the loop bound static (wp.static / a constant <= max_unroll), or accumulate additively "
         "(the exponent, for a product of exp) into an array and finish in a second kernel"
@@ -58,9 +58,14 @@ def product(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     out[0] = p
 """,
         fix=(
-            "None automatically: the right rewrite depends on the loop (a static bound; an additive "
-            "accumulation stored to an array and used non-linearly only by a later kernel, since the "
-            "same kernel would read it stale after the loop; or per-iteration values in an array)."
+            "Safe, in two mechanical shapes (both keep every forward value: the same operations in the same "
+            "order): when every launch of the kernel, through imports, passes the loop bound as the same "
+            "constant <= max_unroll (16), the bound becomes `wp.static(C)` and the loop is unrolled; in a "
+            "`@wp.func` whose final `return` post-processes the loop's accumulators (`return s / t`), the "
+            "function returns them (`return s, t`) and every caller in the file does the division. Any other "
+            "shape is skipped with the reason: an additive accumulation stored to an array and finished by a "
+            "later kernel, per-iteration values in an array, or `exp` of a summed exponent are by hand "
+            "(`wp.pow` and `exp(a + b)` are not bit-identical to the repeated product)."
         ),
     )
     VALID = [

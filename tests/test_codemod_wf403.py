@@ -1,0 +1,158 @@
+"""WF403's static-bound codemod: ``range(n)`` -> ``range(wp.static(C))`` only when every launch of the
+kernel, in every file that imports it, binds ``n`` to the same constant ``C <= max_unroll``."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
+from warpfix.fixes import compute_edits
+
+KERNEL = '''import warp as wp
+
+CELLS = 12
+
+
+@wp.kernel
+def transmittance(sigma: wp.array(dtype=float), n: int, image: wp.array(dtype=float)):
+    i = wp.tid()
+    t = float(1.0)
+    for j in range(n):
+        t = t * wp.exp(-sigma[j])
+    image[i] = t / float(n)
+'''
+LAUNCH = "wp.launch(transmittance, dim=4, inputs=[sigma, {}], outputs=[image])\n"
+
+
+def _finding(line: int, path: str = "sim.py", **data: object) -> Finding:
+    return Finding("WF403", "dynamic-loop-carry", Severity.ERROR, Span(path, line, 9, line, 9), "carry",
+                   Fix(FixSafety.SAFE, ""), {"taped": True, **data})
+
+
+def _fix(sources: dict[str, str], finding: Finding) -> tuple[dict[str, str], str]:
+    result = compute_edits(sources, [finding])
+    return result.new_sources, (result.skipped[0][1] if result.skipped else result.note(result.applied[0]))
+
+
+def test_module_constant_passed_everywhere_becomes_the_static_bound() -> None:
+    sources = {"sim.py": KERNEL + LAUNCH.format("CELLS"), "main.py": "from sim import transmittance, CELLS\n"
+               + LAUNCH.format("CELLS")}
+    new, why = _fix(sources, _finding(11))
+    assert new == {"sim.py": sources["sim.py"].replace("range(n)", "range(wp.static(CELLS))")}
+    assert "static bound: every launch passes n = CELLS (12 <= 16)" in why
+
+
+def test_literal_and_use_after_the_loop() -> None:
+    """The span on the use after the loop (``t / n``) finds the kernel's one loop; a literal 5 is written as 5."""
+    sources = {"sim.py": KERNEL.replace("CELLS = 12", "CELLS = 7") + LAUNCH.format("5")}
+    new, _ = _fix(sources, _finding(12))
+    assert "for j in range(wp.static(5)):" in new["sim.py"]
+
+
+@pytest.mark.parametrize(
+    ("main", "why"),
+    [
+        (LAUNCH.format("8"), "pass different bounds [8, 12]"),
+        (LAUNCH.format("len(sigma)"), "passes `len(sigma)`, not an integer literal"),
+        ("k = transmittance\n", "used at main.py:2 other than as a launched kernel"),
+        ("N = 3\nN = 12\n" + LAUNCH.format("N"), "passes `N`, not an integer literal or a module constant"),
+        ("from sim import CELLS\ndef f():\n    CELLS = 3\n    " + LAUNCH.format("CELLS"), "passes `CELLS`"),
+    ],
+)
+def test_refused_unless_every_launch_binds_the_same_constant(main: str, why: str) -> None:
+    sources = {"sim.py": KERNEL + LAUNCH.format("CELLS"), "main.py": "from sim import transmittance\n" + main}
+    new, reason = _fix(sources, _finding(11))
+    assert new == {} and why in reason, reason
+
+
+def test_a_sibling_program_with_a_same_named_kernel_does_not_count() -> None:
+    """Launches resolve through imports: another program's `transmittance` with bound 40 is not this kernel's."""
+    other = KERNEL.replace("CELLS = 12", "CELLS = 40") + LAUNCH.format("CELLS")
+    sources = {"a/sim.py": KERNEL + LAUNCH.format("CELLS"), "b/sim.py": other}
+    new, _ = _fix(sources, _finding(11, "a/sim.py"))
+    assert list(new) == ["a/sim.py"]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "line", "why"),
+    [
+        (KERNEL.replace("CELLS = 12", "CELLS = 40"), 11, "more than max_unroll (16)"),
+        (KERNEL.replace("        t = t * wp.exp(-sigma[j])", "        t = t * wp.exp(-sigma[j])\n        if t < 0.1:\n"
+                        "            break"), 11, "holds break/continue"),
+        (KERNEL.replace("@wp.kernel", "@wp.func"), 11, "in a @wp.func"),
+        (KERNEL.replace("range(n)", "range(n + 1)"), 11, "is not `range(<parameter>)`"),
+        (KERNEL.replace("    for j in range(n):\n        t = t * wp.exp(-sigma[j])",
+                        "    for k in range(2):\n        for j in range(n):\n            t = t * wp.exp(-sigma[j])"),
+         12, "nested in another loop"),
+    ],
+)
+def test_refused_shapes(kernel: str, line: int, why: str) -> None:
+    new, reason = _fix({"sim.py": kernel + LAUNCH.format("CELLS")}, _finding(line))
+    assert new == {} and why in reason, reason
+
+
+def test_no_launch_is_refused() -> None:
+    new, reason = _fix({"sim.py": KERNEL}, _finding(11))
+    assert new == {} and "no launch of transmittance found" in reason
+
+
+FUNC = '''import warp as wp
+
+
+@wp.func
+def weighted_mean(x: wp.array(dtype=float), w: wp.array(dtype=float), start: int, n: int):
+    s = float(0.0)
+    t = float(0.0)
+    for j in range(n):
+        s += w[start + j] * x[start + j]
+        t += w[start + j]
+    return s / t
+
+
+@wp.kernel
+def pool(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    m = weighted_mean(x, w, i * n, n)
+    out[i] = m * m
+'''
+
+
+def test_post_processing_of_a_looped_func_moves_to_its_caller() -> None:
+    """RULES.md: return the raw accumulators, the caller does the division (same operations, outside the loop)."""
+    new, why = _fix({"sim.py": FUNC}, _finding(11, kernel="weighted_mean", loop_line=8, after_loop=True))
+    want = FUNC.replace("    return s / t\n", "    return s, t\n").replace(
+        "    m = weighted_mean(x, w, i * n, n)\n", "    m_s, m_t = weighted_mean(x, w, i * n, n)\n    m = m_s / m_t\n")
+    assert new == {"sim.py": want}
+    assert "post-processing to the caller: weighted_mean() returns s, t" in why
+
+
+def test_post_processing_substitutes_parameters_with_the_call_arguments() -> None:
+    code = FUNC.replace("    return s / t\n", "    return s / (t * float(n))\n")
+    new, _ = _fix({"sim.py": code}, _finding(11))
+    assert "    m = m_s / (m_t * float(n))\n" in new["sim.py"]
+    code = FUNC.replace("    return s / t\n", "    return s / float(start)\n")
+    new, _ = _fix({"sim.py": code}, _finding(11))
+    assert "    m_s = weighted_mean(x, w, i * n, n)\n    m = m_s / float((i * n))\n" in new["sim.py"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (("    m = weighted_mean(x, w, i * n, n)\n    out[i] = m * m\n", "    out[i] = weighted_mean(x, w, i * n, n)\n"),
+         "is not a statement `name = weighted_mean(...)`"),
+        (("    return s / t\n", "    r = s / t\n    return r\n"), "reads `r`, neither a parameter"),
+        (("i * n, n)", "wp.tid() * n, n)"), "passes a call as `start`"),
+        (("    i = wp.tid()\n", "    i = wp.tid()\n    f = weighted_mean\n"), "used other than called"),
+    ],
+)
+def test_post_processing_refused_shapes(change: tuple[str, str], why: str) -> None:
+    code = FUNC.replace(*change)
+    line = next(n for n, text in enumerate(code.splitlines(), 1) if text.strip().startswith("return"))
+    new, reason = _fix({"sim.py": code}, _finding(line))
+    assert new == {} and why in reason, reason
+
+
+def test_post_processing_refused_when_another_file_calls_the_func() -> None:
+    other = "from sim import weighted_mean\n"
+    new, reason = _fix({"sim.py": FUNC, "other.py": other + "y = weighted_mean(a, b, 0, 4)\n"}, _finding(11))
+    assert new == {} and "also called from other.py" in reason, reason
