@@ -660,9 +660,12 @@ class Tracer:
         arrays: list[tuple[Any, bool, bool, str, int | None]],
         run: Callable[[], Any],
         replay: Callable[[], None],
+        read_only: frozenset[int] = frozenset(),
     ) -> Any:
         """Run one operation and record it. ``arrays``: (array, may_read, known_write, label, position)
-        of its array arguments; a write the caller does not know of is found by a change of contents."""
+        of its array arguments; a write the caller does not know of is found by a change of contents,
+        except for arrays in ``read_only`` (ids the kernel's own code never writes). Each array is hashed
+        once before (when it may be read, or written unknowingly) and once after (unless read-only)."""
         if not self.natives_hooked:
             self.hook_natives()
         if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
@@ -675,10 +678,11 @@ class Tracer:
         frame = self.user_frame()
         path, line = self.site()
         infos = [(self.touch(a, frame, lab), r, w, lab, pos) for a, r, w, lab, pos in arrays]
-        pre = {}
+        pre: dict[int, int] = {}
         with self.paused():
-            for info, *_ in infos:
-                pre[id(info)] = _digest(info.arr)
+            for info, may_read, known_write, *_ in infos:
+                if id(info) not in pre and (may_read or not known_write):
+                    pre[id(info)] = _digest(info.arr)
         self.depth += 1
         self.seconds["trace"] += time.perf_counter() - started
         try:
@@ -690,10 +694,14 @@ class Tracer:
         writes: list[ArrayInfo] = []
         read_hash: dict[int, int] = {}
         positions: dict[int, list[tuple[int | None, bool, bool]]] = {}
+        post_of: dict[int, int] = {}
         with self.paused():
             for info, may_read, known_write, _, pos in infos:
-                post = _digest(info.arr)
-                written = known_write or post != pre[id(info)]
+                post = post_of.get(id(info))
+                if post is None:
+                    unchanged = id(info.arr) in read_only and id(info) in pre
+                    post = post_of[id(info)] = pre[id(info)] if unchanged else _digest(info.arr)
+                written = known_write or post != pre.get(id(info), post)
                 positions.setdefault(info.order, []).append((pos, may_read, known_write))
                 if written and info not in writes:
                     writes.append(info)
@@ -828,18 +836,22 @@ class Tracer:
         arrays: list[tuple[Any, bool, bool, str, int | None]] = []
         all_args = inputs + outputs
         labels = [f[0] for f in flags] if flags else [a.label for a in kernel.adj.args]
+        unwritten: set[int] = set()  # arrays only passed where the kernel never stores
+        written_ids: set[int] = set()
         for arr, pos, label in self.array_args(all_args, labels):
             if pos is None:
                 arrays.append((arr, True, False, label, None))
+                written_ids.add(id(arr))
                 continue
             is_read, is_write = (flags[pos][1], flags[pos][2]) if flags and pos < len(flags) else (True, False)
             known_write = is_write or pos >= len(inputs)
+            (unwritten if flags and pos < len(flags) and not is_write else written_ids).add(id(arr))
             # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
         return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
-                              lambda: orig(*args, **kwargs), replay)  # fmt: skip
+                              lambda: orig(*args, **kwargs), replay, frozenset(unwritten - written_ids))  # fmt: skip
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
