@@ -6,14 +6,15 @@ Started by :func:`bootstrap`, from the ``sitecustomize`` the runner puts on the 
 
 What it does (DESIGN.md, "FD verification without a user harness"):
 
-* hooks ``wp.launch``, ``wp.copy``, ``array.zero_/fill_/assign`` and ``Tape.backward/reset``,
+* hooks ``wp.launch`` (and prepared ``Launch.launch``), ``wp.copy``, ``array.zero_/fill_/assign``,
+  Warp's native array routines (NATIVE_ROUTINES), ``Tape.backward/reset`` and the allocators' frees,
   records every operation of the first training iteration (the *window*), taped or not,
   with frozen arguments, and snapshots every array the first time an operation touches it;
   then does the same for the next iteration (window 1), where bugs dormant at iteration 0 show;
 * at each ``tape.backward`` keeps the gradient that backward adds to every leaf parameter;
   when the program updates parameters from gradients (its optimizer step) compares those with
   central FD of the backward's objective (the loss, or ``sum(seed * output)`` for ``grads=`` and
-  hand seeds), replaying the whole window from the snapshots;
+  hand seeds), replaying the window from where its first tape began (contents kept there);
 * runs graph captures eagerly: each ``capture_launch`` replays the captured calls through the hooks;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
