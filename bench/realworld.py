@@ -116,6 +116,9 @@ def main() -> int:
             print(f"   verify: could not verify: {report.error.splitlines()[0]}")
         print(f"   verify: {dict(verdicts) or '-'} on loss(es) [{losses}]; findings "
               f"{' '.join(f'{k}x{n}' for k, n in sorted(vf.items())) or '-'} ({v_errors} error(s)); exit {report.exit_code}")  # fmt: skip
+        unjudged = next((p for b in report.backwards for p in b.params if p.verdict == "unreliable"), None)
+        if unjudged is not None:
+            print(f"   unreliable {unjudged.name}: {unjudged.reason[:160]}")
         print(f"   time:   alone {alone_s}, verify {took:.1f}s; probe {report.probe_seconds or '-'}")
         sys.stdout.flush()
     return 0

@@ -238,3 +238,22 @@ def test_cli_uses_the_entry_from_pyproject(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["backwards"][0]["site"] == f"spring_ok.py:{line_of('spring_ok.py', 'tape.backward(loss)')}"
+
+
+@pytest.mark.parametrize("mode", ["scan", "prepared", "freed-view"])
+def test_buffers_written_the_way_libraries_do_are_replayed_exactly(mode):
+    # warp.fem / warp.optim shapes: a native scan, a prepared launch, a view of a freed temporary
+    report = verify("python", "library_buffers.py", mode)
+    assert report.error is None, report.error
+    verdicts = [(p.verdict, p.reason) for b in report.backwards for p in b.params]
+    assert len(verdicts) == 2 and all(v == "pass" for v, _ in verdicts), verdicts
+    assert not rules(report)
+
+
+def test_the_programs_own_sitecustomize_still_runs(tmp_path, monkeypatch):
+    (tmp_path / "sitecustomize.py").write_text('print("the program\'s own sitecustomize ran")\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    report = verify("python", "spring_ok.py")
+    assert report.error is None, report.error
+    assert "the program's own sitecustomize ran" in report.program_output
+    assert "Error in sitecustomize" not in report.program_output

@@ -28,10 +28,17 @@ gradients (else the first few leaves), within a time budget. Runtime findings si
 program's line (the library line as ``related``), one per launch/copy and array family, with
 ``data["classified_as"]`` naming the static rule of their shape.
 
+FD replays start where the window's first tape begins recording (set-up before it is not replayed;
+a parameter's uses there are constants, as to autodiff). Warp's native array routines (scans, sorts,
+BSR assembly, ``array_sum/inner``) and prepared launches (``record_cmd=True``, warp.optim's solvers)
+are traced and replayed like launches. Memory the window holds is not freed while it may be replayed
+(``ptr=`` views of freed temporaries, warp.fem's ``release()``), so replays never touch freed memory.
+
 Known limits: values the program computes on the host from a parameter are constants to both
-autodiff and FD (reported in the parameter's reason); ``Tape.record_func`` closures and Warp
-utilities that bypass ``wp.launch`` (``array_inner``, scans) are not replayed (FD then reports
-noise); integer and float16 arrays are never perturbed.
+autodiff and FD (reported in the parameter's reason); ``Tape.record_func`` closures are not replayed,
+nor are native calls outside the routines above (a BVH or hash-grid build); when a replay does not
+reproduce the loss, FD reports noise (WF904) instead of a verdict; integer and float16 arrays are
+never perturbed.
 """
 
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport

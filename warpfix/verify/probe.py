@@ -6,14 +6,15 @@ Started by :func:`bootstrap`, from the ``sitecustomize`` the runner puts on the 
 
 What it does (DESIGN.md, "FD verification without a user harness"):
 
-* hooks ``wp.launch``, ``wp.copy``, ``array.zero_/fill_/assign`` and ``Tape.backward/reset``,
+* hooks ``wp.launch`` (and prepared ``Launch.launch``), ``wp.copy``, ``array.zero_/fill_/assign``,
+  Warp's native array routines (NATIVE_ROUTINES), ``Tape.backward/reset`` and the allocators' frees,
   records every operation of the first training iteration (the *window*), taped or not,
   with frozen arguments, and snapshots every array the first time an operation touches it;
   then does the same for the next iteration (window 1), where bugs dormant at iteration 0 show;
 * at each ``tape.backward`` keeps the gradient that backward adds to every leaf parameter;
   when the program updates parameters from gradients (its optimizer step) compares those with
   central FD of the backward's objective (the loss, or ``sum(seed * output)`` for ``grads=`` and
-  hand seeds), replaying the whole window from the snapshots;
+  hand seeds), replaying the window from where its first tape began (contents kept there);
 * runs graph captures eagerly: each ``capture_launch`` replays the captured calls through the hooks;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
@@ -25,6 +26,7 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 from __future__ import annotations
 
 import atexit
+import bisect
 import inspect
 import json
 import math
@@ -72,6 +74,21 @@ FD_PROGRAM_FACTOR = 2.0
 UNTRAINED_LEAVES = 4
 #: Replays that do not reproduce the loss to this relative tolerance make FD unreliable.
 REPLAY_RTOL = 1e-4
+
+#: Warp's native routines that read and write arrays without a launch (scans, sorts, sparse assembly):
+#: traced and replayed like launches, their arrays found by the pointers they are passed.
+NATIVE_ROUTINES = tuple(
+    f"wp_{name}_{where}"
+    for name in (
+        *(f"array_scan_{t}" for t in ("int", "int64", "float", "double")),
+        *(f"radix_sort_pairs_{t}" for t in ("int", "int64", "uint", "uint64", "float", "double")),
+        *(f"segmented_sort_pairs_{t}" for t in ("int", "float")),
+        "runlength_encode_int",
+        *(f"array_{op}_{t}" for op in ("sum", "inner") for t in ("float", "double")),
+        "bsr_matrix_from_triplets", "bsr_compress_inplace", "bsr_transpose",
+    )
+    for where in ("host", "device")
+)
 
 #: Frames in these folders are never the program's: Warp itself, this probe, runpy.
 _SKIP_DIRS: tuple[str, ...] = ()
@@ -175,6 +192,8 @@ class ReplayPlan:
     n_ops: int
     restore: list[ArrayInfo]
     leaves_at: dict[int, list[ArrayInfo]]  # op index -> leaves first read there
+    start: int = 0  # the first operation replayed: where the window's first tape began recording
+    start_state: dict[int, Any] = field(default_factory=dict)  # info.order -> contents at ``start``
 
 
 @dataclass
@@ -268,6 +287,8 @@ class Tracer:
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
+        self.starts: list[int] = []  # sorted first bytes of the window's arrays (see on_deallocate)
+        self.deferred_frees: list[tuple[Callable[..., Any], Any, int, int]] = []
         self.grads: dict[int, Any] = {}  # id(grad array) -> grad array (kept alive)
         self.tape_since: dict[int, int] = {}  # id(tape) -> op index of its last reset
         self.backwards: list[dict[str, Any]] = []
@@ -300,6 +321,9 @@ class Tracer:
         self.started = time.perf_counter()
         self.fd_deadline = math.inf  # perf_counter() time at which the running comparison stops
         self.leaf_read: dict[int, int] = {}  # info.order -> op index where the latest backward's tape first read it
+        self.natives_hooked = False
+        self.tape_start: int | None = None  # op index of the window's first taped operation
+        self.tape_state: dict[int, Any] = {}  # info.order -> contents of the arrays known at tape_start
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
 
     # ----------------------------------------------------------------- plumbing
@@ -444,6 +468,9 @@ class Tracer:
         order = len(self.arrays)
         name = (self.name_of(arr, frame) if arr.requires_grad else None) or f"array#{order}{list(arr.shape)}"
         info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr), label=label)
+        if info.span is not None:
+            bisect.insort(self.starts, info.span[1])
+        self.hold(arr)
         # a gradient, or a view of one (`x.grad.flatten()` handed to an optimizer)
         info.is_grad = (id(arr) in self.grads and self.grads[id(arr)] is arr) or (
             arr.deleter is None and any(_overlap(info.span, _mem_range(g)) for g in self.grads.values())
@@ -453,6 +480,43 @@ class Tracer:
         if arr.requires_grad and arr.grad is not None:
             self.grads[id(arr.grad)] = arr.grad
         return info
+
+    def hold(self, arr: Any) -> None:
+        """Keep ``warp.fem``'s temporaries the probe holds out of their pool while it may replay them.
+
+        A fem temporary's ``release()`` gives its memory back at once (to the allocator, or to a
+        ``TemporaryStore`` that lends it to the next borrower) though the array object lives on; the
+        probe's snapshots and replays would then use memory that is free or another array's. While the
+        probe works such a release is deferred: the memory goes when the array is garbage collected,
+        as Warp does for temporaries under a tape.
+        """
+        while self.is_array(arr):
+            release = vars(arr).get("release")
+            if release is not None and not getattr(release, "held_by_probe", False):
+
+                def deferred(_release: Callable[[], Any] = release) -> Any:
+                    return _release() if self.mode == "done" else None
+
+                deferred.held_by_probe = True  # type: ignore[attr-defined]
+                arr.release = deferred
+            arr = getattr(arr, "_ref", None)
+
+    def on_deallocate(self, orig: Callable[..., Any], allocator: Any, ptr: int, size: int) -> None:
+        """Free device memory, unless the window holds arrays in it: those frees wait until the window
+        is dropped (views made with ``ptr=`` do not keep their owner alive, and the probe replays them)."""
+        at = bisect.bisect_left(self.starts, ptr)
+        if self.mode != "done" and at < len(self.starts) and self.starts[at] < ptr + size:
+            self.deferred_frees.append((orig, allocator, ptr, size))
+        else:
+            orig(allocator, ptr, size)
+
+    def drop_arrays(self) -> None:
+        """Forget the window's arrays and free the memory kept for them."""
+        self.arrays = {}
+        self.starts = []
+        frees, self.deferred_frees = self.deferred_frees, []
+        for orig, allocator, ptr, size in frees:
+            orig(allocator, ptr, size)
 
     def tracked(self, arr: Any) -> bool:
         """True for arrays of the window: touched before, a traced gradient, or a view/alias of one."""
@@ -597,21 +661,29 @@ class Tracer:
         arrays: list[tuple[Any, bool, bool, str, int | None]],
         run: Callable[[], Any],
         replay: Callable[[], None],
+        read_only: frozenset[int] = frozenset(),
     ) -> Any:
         """Run one operation and record it. ``arrays``: (array, may_read, known_write, label, position)
-        of its array arguments; a write the caller does not know of is found by a change of contents."""
+        of its array arguments; a write the caller does not know of is found by a change of contents,
+        except for arrays in ``read_only`` (ids the kernel's own code never writes). Each array is hashed
+        once before (when it may be read, or written unknowingly) and once after (unless read-only)."""
+        if not self.natives_hooked:
+            self.hook_natives()
         if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
             # result is a constant of the window, captured by the snapshot at the next touch
             return run()
         started = time.perf_counter()
+        if tape is not None and self.tape_start is None:
+            self.checkpoint()
         frame = self.user_frame()
         path, line = self.site()
         infos = [(self.touch(a, frame, lab), r, w, lab, pos) for a, r, w, lab, pos in arrays]
-        pre = {}
+        pre: dict[int, int] = {}
         with self.paused():
-            for info, *_ in infos:
-                pre[id(info)] = _digest(info.arr)
+            for info, may_read, known_write, *_ in infos:
+                if id(info) not in pre and (may_read or not known_write):
+                    pre[id(info)] = _digest(info.arr)
         self.depth += 1
         self.seconds["trace"] += time.perf_counter() - started
         try:
@@ -623,10 +695,14 @@ class Tracer:
         writes: list[ArrayInfo] = []
         read_hash: dict[int, int] = {}
         positions: dict[int, list[tuple[int | None, bool, bool]]] = {}
+        post_of: dict[int, int] = {}
         with self.paused():
             for info, may_read, known_write, _, pos in infos:
-                post = _digest(info.arr)
-                written = known_write or post != pre[id(info)]
+                post = post_of.get(id(info))
+                if post is None:
+                    unchanged = id(info.arr) in read_only and id(info) in pre
+                    post = post_of[id(info)] = pre[id(info)] if unchanged else _digest(info.arr)
+                written = known_write or post != pre.get(id(info), post)
                 positions.setdefault(info.order, []).append((pos, may_read, known_write))
                 if written and info not in writes:
                     writes.append(info)
@@ -640,10 +716,85 @@ class Tracer:
         self.record(op)
         return result
 
+    def checkpoint(self) -> None:
+        """Keep the contents of every array of the window where its first tape begins: FD replays start
+        there (set-up before it, e.g. a model built in ``__init__``, does not depend on what is perturbed)."""
+        with self.paused():
+            self.tape_state = {i.order: self.wp.clone(i.arr, requires_grad=False) for i in self.arrays.values()}
+        self.tape_start = len(self.ops)
+
+    def hook_natives(self) -> None:
+        """Trace Warp's native array routines (see NATIVE_ROUTINES) once Warp's runtime is loaded."""
+        runtime = self.wp._src.context.runtime
+        core = getattr(runtime, "core", None)
+        if core is None:
+            return
+        self.natives_hooked = True
+        for name in NATIVE_ROUTINES:
+            try:
+                fn = getattr(core, name)
+            except AttributeError:  # not in this Warp build
+                continue
+            program_fn = _as_program(fn)
+            hook = self.shield(lambda *a, _fn=program_fn, _name=name: self.on_native(_fn, _name, a), fn)
+            setattr(core, name, hook)
+
+    def on_native(self, orig: Callable[..., Any], name: str, args: tuple) -> Any:
+        """A native routine on arrays of the window: an operation of the window (replayed with the same
+        pointers; writes are found by content)."""
+        if not (self.hooked() and self.tracing()):
+            return orig(*args)
+        pointers = [(pos, _pointer(arg)) for pos, arg in enumerate(args)]
+        arrays = [(arr, True, False, f"argument {pos}", pos) for pos, ptr in pointers for arr in self.arrays_at(ptr)]
+        if not arrays:
+            return orig(*args)
+        # the routine's other buffers (fresh outputs) are the caller's arrays: traced too, so that their
+        # memory stays the routine's when it is replayed
+        found = {pos for _, _, _, _, pos in arrays}
+        callers = self.caller_arrays()
+        for pos, ptr in pointers:
+            if pos not in found and ptr:
+                arrays += [(arr, True, False, f"argument {pos}", pos) for arr in callers if arr.ptr == ptr]
+        return self.traced_op("native", f"native {name.removeprefix('wp_')}", None, arrays,
+                              lambda: orig(*args), lambda: orig(*args))  # fmt: skip
+
+    def caller_arrays(self) -> list[Any]:
+        """Arrays the Python callers of a native routine hold (locals, and their attributes: a BSR matrix)."""
+        out: list[Any] = []
+        frame = sys._getframe(1)
+        for _ in range(6):
+            if frame is None:
+                break
+            if not _real(frame.f_code.co_filename).startswith(_SKIP_DIRS[1:2]):  # not the probe's own frames
+                for val in list(frame.f_locals.values()):
+                    if self.is_array(val):
+                        out.append(val)
+                    elif hasattr(val, "__dict__") and not inspect.ismodule(val) and not inspect.isclass(val):
+                        out += [v for v in vars(val).values() if self.is_array(v)]
+            frame = frame.f_back
+        return out
+
+    def arrays_at(self, ptr: int | None) -> list[Any]:
+        """The window's arrays whose memory holds the address ``ptr``."""
+        if not ptr:
+            return []
+        return [i.arr for i in self.arrays.values() if i.span is not None and i.span[1] <= ptr < i.span[2]]
+
     # ----------------------------------------------------------------- hooks
     def hooked(self) -> bool:
         """True for a call the program made (not one made by Warp inside another hooked call, nor by the probe)."""
         return self.enabled and self.depth == 0 and self.mode != "done"
+
+    def on_prepared(self, orig: Callable, cmd: Any, stream: Any) -> Any:
+        """``Launch.launch()`` of a prepared launch (``wp.launch(..., record_cmd=True)``, as warp.optim's
+        solvers use): traced as the launch of its kernel with its current arguments."""
+        if not (self.hooked() and self.tracing()) or cmd.adjoint or cmd.fwd_args is None:
+            return orig(cmd, stream)
+        kwargs = {"inputs": list(cmd.fwd_args), "device": cmd.device, "record_tape": False,
+                  "max_blocks": cmd.max_blocks, "block_dim": cmd.block_dim}  # fmt: skip
+        if stream is not None:
+            kwargs["stream"] = stream
+        return self.on_launch(self.orig["launch"], (cmd.kernel, tuple(cmd.bounds.shape)), kwargs)
 
     def on_launch(self, orig: Callable, args: tuple, kwargs: dict, as_tape: Any = None) -> Any:
         if not self.hooked():
@@ -686,18 +837,22 @@ class Tracer:
         arrays: list[tuple[Any, bool, bool, str, int | None]] = []
         all_args = inputs + outputs
         labels = [f[0] for f in flags] if flags else [a.label for a in kernel.adj.args]
+        unwritten: set[int] = set()  # arrays only passed where the kernel never stores
+        written_ids: set[int] = set()
         for arr, pos, label in self.array_args(all_args, labels):
             if pos is None:
                 arrays.append((arr, True, False, label, None))
+                written_ids.add(id(arr))
                 continue
             is_read, is_write = (flags[pos][1], flags[pos][2]) if flags and pos < len(flags) else (True, False)
             known_write = is_write or pos >= len(inputs)
+            (unwritten if flags and pos < len(flags) and not is_write else written_ids).add(id(arr))
             # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
         return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
-                              lambda: orig(*args, **kwargs), replay)  # fmt: skip
+                              lambda: orig(*args, **kwargs), replay, frozenset(unwritten - written_ids))  # fmt: skip
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
@@ -1018,10 +1173,15 @@ class Tracer:
         """Everything a later FD comparison of this backward needs, fixed now (the window moves on)."""
         infos = sorted(self.arrays.values(), key=lambda i: i.order)
         n_ops = len(self.ops)
-        written = {id(w) for op in self.ops for w in op.writes}
-        plan = ReplayPlan(n_ops, [i for i in infos if id(i) in written or self.is_param_candidate(i)], {})
+        written = _with_aliases(infos, {id(w) for op in self.ops for w in op.writes})
+        start = self.tape_start or 0
+        restore = [i for i in infos if id(i) in written or self.is_param_candidate(i)]
+        plan = ReplayPlan(n_ops, restore, {}, start, {i.order: self.tape_state[i.order] for i in restore
+                                                      if i.order in self.tape_state})  # fmt: skip
         for info in leaves:
-            plan.leaves_at.setdefault(self.leaf_read.get(info.order, info.first_read), []).append(info)
+            # perturbed where the iteration reads it: uses in set-up before the tape are constants (as to autodiff)
+            at = max(self.leaf_read.get(info.order, info.first_read), start)
+            plan.leaves_at.setdefault(at, []).append(info)
         notes = {}
         for info in leaves:
             host = self.host_reads.get(id(info.arr))
@@ -1074,6 +1234,24 @@ class Tracer:
         self.flush()
 
     def compare(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
+        out = self.replay_and_judge(job, leaves)
+        first_record = job.records[0] if job.records and job.records[0] is not job.record else None
+        for info, res in zip(leaves, out, strict=True):
+            note = job.notes.get(id(info))
+            if note:
+                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
+            earlier = first_record.params.get(info.order) if first_record else None
+            if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
+                res["reason"] = (
+                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
+                    "each tape differentiates its own window only"
+                )
+                res["signature"] = "cross-window"
+            self.emit_param_findings(info, res, job.path, job.line)
+        return out
+
+    def replay_and_judge(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
+        """The FD verdict on each leaf, from replays of the window (restored to its state afterwards)."""
         infos = job.infos
         checkpoint = {id(i): self.wp.clone(i.arr, requires_grad=False) for i in infos}
         objective, value = job.objective, job.entry["loss"]
@@ -1095,26 +1273,9 @@ class Tracer:
                 f"the FD time budget ({self.fd_budget():.0f} s) ran out while replaying the iteration "
                 f"({job.plan.n_ops} operations)"
             )
-            out += [
-                {"name": i.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": "",
-                 "verdict": judge.UNRELIABLE, "reason": reason}
-                for i in leaves[len(out):]
-            ]  # fmt: skip
+            out += [_unjudged(i, reason) for i in leaves[len(out):]]
         finally:
             self.restore(infos, checkpoint)
-        first_record = job.records[0] if job.records and job.records[0] is not job.record else None
-        for info, res in zip(leaves, out, strict=True):
-            note = job.notes.get(id(info))
-            if note:
-                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
-            earlier = first_record.params.get(info.order) if first_record else None
-            if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
-                res["reason"] = (
-                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
-                    "each tape differentiates its own window only"
-                )
-                res["signature"] = "cross-window"
-            self.emit_param_findings(info, res, job.path, job.line)
         return out
 
     # ----------------------------------------------------------------- checks
@@ -1228,11 +1389,10 @@ class Tracer:
                          array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
 
     # ----------------------------------------------------------------- FD
-    def restore(self, infos: list[ArrayInfo], source: dict[int, Any] | None = None) -> None:
+    def restore(self, infos: list[ArrayInfo], source: dict[int, Any]) -> None:
         copy = self.orig["copy"]
         for info in reversed(infos):
-            snap = info.snap if source is None else source[id(info)]
-            copy(self.nograd(info.arr), snap)
+            copy(self.nograd(info.arr), source[id(info)])
 
     def replay(
         self,
@@ -1241,13 +1401,16 @@ class Tracer:
         perturb: dict[int, np.ndarray],
         capture: dict[int, np.ndarray] | None = None,
     ) -> float:
-        """Restore the window's snapshots and replay its operations up to the backward; return the loss.
+        """Restore the window as it was where its first tape began, replay its operations up to the backward;
+        return the objective.
 
         ``perturb`` maps a leaf's order to a flat delta added right before its first read;
         ``capture`` receives each leaf's flat value at that point.
         """
-        self.restore(plan.restore)
-        for op in self.ops[: plan.n_ops]:
+        copy = self.orig["copy"]
+        for info in reversed(plan.restore):
+            copy(self.nograd(info.arr), plan.start_state.get(info.order, info.snap))
+        for op in self.ops[plan.start : plan.n_ops]:
             if time.perf_counter() > self.fd_deadline:
                 raise _BudgetSpent
             for info in plan.leaves_at.get(op.index, ()):
@@ -1365,10 +1528,12 @@ class Tracer:
             self.previous_params = self.window_params
             self.window_params = []
             self.ops = []
-            self.arrays = {}
+            self.drop_arrays()
             self.grads = {}
             self.tape_since = {}
             self.leaf_read = {}
+            self.tape_start = None
+            self.tape_state = {}
             self.verified = []
             self.host_grad_read = False
             self.host_reads = {}
@@ -1441,6 +1606,7 @@ class Tracer:
 
         orig_launch, orig_copy = _as_program(ctx.launch), _as_program(ctx.copy)
         self.orig["copy"] = ctx.copy
+        self.orig["launch"] = orig_launch
         self.signatures = {"launch": inspect.signature(ctx.launch), "copy": inspect.signature(ctx.copy)}
         hooks: dict[str, Callable[..., Any]] = {
             "launch": shield(lambda *a, **k: self.on_launch(orig_launch, a, k), ctx.launch),
@@ -1471,6 +1637,14 @@ class Tracer:
             lambda tape, loss=None, grads=None: self.on_backward(orig_backward, tape, loss, grads), tape_cls.backward
         )
         tape_cls.reset = shield(lambda tape: self.on_reset(orig_reset, tape), tape_cls.reset)
+        orig_prepared = _as_program(ctx.Launch.launch)
+        ctx.Launch.launch = shield(lambda cmd, stream=None: self.on_prepared(orig_prepared, cmd, stream),
+                                   ctx.Launch.launch)  # fmt: skip
+        for name in ("CpuDefaultAllocator", "CpuPinnedAllocator", "CudaDefaultAllocator", "CudaMempoolAllocator",
+                     "CudaManagedAllocator"):  # fmt: skip
+            cls = getattr(ctx, name, None)
+            if cls is not None:
+                cls.deallocate = lambda alloc, ptr, size, _orig=cls.deallocate: self.on_deallocate(_orig, alloc, ptr, size)
         install_adjoint_hook(wp)
 
     def shield(self, hook: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
@@ -1499,6 +1673,12 @@ class Tracer:
         self.finish("internal-error")
 
 
+def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:
+    """The verdict on a parameter FD could not judge."""
+    return {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": "",
+            "verdict": judge.UNRELIABLE, "reason": reason}  # fmt: skip
+
+
 class _BudgetSpent(Exception):
     """The FD time budget ran out in the middle of a replay."""
 
@@ -1509,6 +1689,37 @@ class _ProgramError(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _with_aliases(infos: list[ArrayInfo], ids: set[int]) -> set[int]:
+    """``ids`` (of ArrayInfo objects) and every array sharing memory with one of them (views, ``ptr=``
+    aliases of another dtype): restoring one of them alone would leave the others' contents behind."""
+    out = set(ids)
+    spans = sorted(((i.span[1], i.span[2], i) for i in infos if i.span is not None), key=lambda s: s[:2])
+    group: list[ArrayInfo] = []
+    end = -1
+    for first, last, info in [*spans, (math.inf, math.inf, None)]:
+        if first >= end:  # a run of overlapping memory ends
+            if len(group) > 1 and any(id(g) in ids for g in group):
+                out.update(id(g) for g in group)
+            group, end = [], last
+        if info is not None:
+            group.append(info)
+            end = max(end, last)
+    return out
+
+
+def _pointer(arg: Any) -> int | None:
+    """The address a native routine's argument passes, if it is one (an int or a ctypes pointer)."""
+    import ctypes  # noqa: PLC0415
+
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        return arg
+    if isinstance(arg, ctypes._Pointer | ctypes.c_void_p):
+        return ctypes.cast(arg, ctypes.c_void_p).value
+    if isinstance(arg, ctypes.c_uint64 | ctypes.c_int64 | ctypes.c_size_t):
+        return arg.value
+    return None
 
 
 def _as_program(fn: Callable[..., Any]) -> Callable[..., Any]:

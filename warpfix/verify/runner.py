@@ -39,12 +39,13 @@ if os.environ.get("{out}"):
         os._exit(0)
     bootstrap()
 _here = os.path.dirname(os.path.abspath(__file__))
-del sys.modules["sitecustomize"]
+_self = sys.modules.pop("sitecustomize")
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 try:
     import sitecustomize  # noqa: F401
 except ImportError:
     pass
+sys.modules["sitecustomize"] = _self  # the import of this module ends by taking it back out of sys.modules
 '''
 
 
