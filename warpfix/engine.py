@@ -41,6 +41,9 @@ class CheckResult:
     sources: dict[str, str] = field(default_factory=dict)  # checked files that may hold findings
     cached: bool = False
     skipped: dict[str, int] = field(default_factory=dict)  # files not checked, by reason
+    # some trace records a kernel launch on a tape (kernel rules then stay silent on untaped
+    # kernels project-wide: :class:`warpfix.rules.wf4_kernel_lang.TapeReach`)
+    records_launch: bool = False
 
 
 class UsageError(Exception):
@@ -326,7 +329,32 @@ def check_sources(
             _follow_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config)
-    return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})
+    return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()},
+                       records_launch=records_launch(project))
+
+
+def records_launch(project: Project) -> bool:
+    """Whether a trace of ``project`` records a kernel launch on a tape (what
+    ``TapeReach.recorded_launches`` is computed from)."""
+    return any(ev.kind == "launch" and ev.recorded and ev.kernel is not None
+               for trace in project.traces for ev in trace.events)
+
+
+def sources_record_launch(sources: dict[str, str], parse_cache: ParseCache | None = None,
+                          warp_version: tuple[int, ...] | None = None) -> bool:
+    """:func:`records_launch` of the model of in-memory sources (no rule runs)."""
+    parse = parse_cache.parse if parse_cache is not None else parse_file
+    files: dict[str, SourceFile] = {}
+    errors: list[InputError] = []
+    with _collector_paused():
+        for path, text in sources.items():
+            if _might_matter(text):
+                parsed, _ = parse(path, text)
+                if parsed is not None:
+                    files[path] = parsed
+        _follow_imports(files, errors, parse)
+        project = build_checked(files, warp_version or installed_warp_version(), errors)
+        return records_launch(project)
 
 
 def check_paths(

@@ -27,11 +27,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import hashlib
 import io
 import os
 import re
 import tokenize
 import traceback
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,8 +47,18 @@ from pygls.workspace import PositionCodec
 
 from warpfix import __version__
 from warpfix.config import Config, ConfigError, load_config
-from warpfix.engine import CheckResult, InputError, ParseCache, check_sources, read_source
+from warpfix.engine import (
+    CheckResult,
+    InputError,
+    ParseCache,
+    ParseFn,
+    check_sources,
+    parse_file,
+    read_source,
+    sources_record_launch,
+)
 from warpfix.finding import Finding, FixSafety, Severity, Span
+from warpfix.model.source import SourceFile
 from warpfix.report.base import rule_doc_url
 from warpfix.report.diff import line_hunks
 from warpfix.report.fixedits import fix_changes
@@ -421,6 +433,72 @@ def _neighbours(paths: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _module_stem(path: str) -> str:
+    """The last component of the module name ``path`` is imported by (a package: its folder)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
+
+
+def _imported_names(src: SourceFile) -> set[str]:
+    """Every component of every module a file imports, and each imported name (over-inclusive:
+    ``from .sim import step`` gives {"sim", "step"}; ``from . import x`` also the package itself)."""
+    out: set[str] = set()
+    for mod, level, name, _ in src.project_imports:
+        out.update(p for p in mod.split(".") if p)
+        if name and name != "*":
+            out.add(name)
+        if level and not mod:
+            out.add(_module_stem(os.path.join(os.path.dirname(src.path), "__init__.py")))
+    return out
+
+
+def _related(open_docs: Mapping[str, str], neighbours: Mapping[str, str], parse: ParseFn) -> dict[str, str]:
+    """The neighbours joined to the open documents by imports, either way and transitively.
+
+    A neighbour that neither imports an open document nor is imported by one (nor by a file that
+    is, and so on) cannot call the documents' code or be called by it, so it is left out of the
+    project: the folder of a file among 93 unrelated Warp files is not re-interpreted on every
+    change. Parses go through the server's parse cache, so the check that follows reuses them.
+    """
+    names: dict[str, set[str]] = {}
+    for path, text in {**neighbours, **open_docs}.items():
+        parsed, _ = parse(path, text)
+        names[path] = _imported_names(parsed) if parsed is not None else set()
+    joined = set(open_docs)
+    todo = list(open_docs)
+    rest = [p for p in sorted(neighbours) if p not in joined]
+    while todo:
+        path = todo.pop()
+        stem = _module_stem(path)
+        for other in list(rest):
+            if stem in names[other] or _module_stem(other) in names[path]:
+                rest.remove(other)
+                joined.add(other)
+                todo.append(other)
+    return {p: t for p, t in neighbours.items() if p in joined}
+
+
+_OTHERS_RECORD: OrderedDict[str, bool] = OrderedDict()  # content key -> records a taped launch
+_OTHERS_RECORD_SIZE = 64
+
+
+def _others_record_launch(others: Mapping[str, str], parse_cache: ParseCache | None) -> bool:
+    """Whether the neighbours left out of the project record a launch on a tape, computed once
+    per content of those files (they do not import the documents, so editing a document cannot
+    change it); only the lint worker thread calls this."""
+    h = hashlib.sha256()
+    for path in sorted(others):
+        h.update(path.encode() + b"\0" + hashlib.sha256(others[path].encode()).digest())
+    key = h.hexdigest()
+    hit = _OTHERS_RECORD.get(key)
+    if hit is None:
+        hit = _OTHERS_RECORD[key] = sources_record_launch(dict(others), parse_cache)
+        if len(_OTHERS_RECORD) > _OTHERS_RECORD_SIZE:
+            _OTHERS_RECORD.popitem(last=False)
+    _OTHERS_RECORD.move_to_end(key)
+    return hit
+
+
 @dataclass
 class _Lint:
     """What one lint produced: per open document its state and diagnostics."""
@@ -430,11 +508,20 @@ class _Lint:
 
 def lint_snapshot(snap: _Snapshot) -> _Lint:
     """Check every document of the snapshot; the diagnostics of each open document."""
-    project = {**_neighbours(list(snap.sources)), **snap.sources}
-    result: CheckResult = check_sources(
-        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True,
-        parse_cache=snap.parse_cache,
-    )
+    parse = snap.parse_cache.parse if snap.parse_cache is not None else parse_file
+    neighbours = _neighbours(list(snap.sources))
+    related = _related(snap.sources, neighbours, parse)
+
+    def check(project: dict[str, str]) -> CheckResult:
+        return check_sources(project, select=snap.select, ignore=snap.ignore, config=snap.config,
+                             follow_imports=True, parse_cache=snap.parse_cache)
+
+    result = check({**related, **snap.sources})
+    others = {p: t for p, t in neighbours.items() if p not in related and p not in snap.sources}
+    if not result.records_launch and others and _others_record_launch(others, snap.parse_cache):
+        # A taped launch anywhere in the folder silences the kernel rules on untaped kernels
+        # (TapeReach): the unrelated neighbours decide that, so the whole folder is checked.
+        result = check({**neighbours, **snap.sources})
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
     for finding in result.findings:
