@@ -159,4 +159,4 @@ def test_a_taped_launch_in_an_unrelated_neighbour_still_silences_untaped_kernels
     both = ["invert.py", "unrelated_0.py"]
     assert analysed[1:] == [["invert.py"], both,  # alone, then the whole-folder reference
                             ["invert.py"], ["unrelated_0.py"], both,  # change 1: pruned, neighbours, folder
-                            ["invert.py"], both]  # change 2: the neighbours' answer is reused
+                            both]  # change 2: straight to the folder

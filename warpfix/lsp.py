@@ -480,6 +480,7 @@ def _related(open_docs: Mapping[str, str], neighbours: Mapping[str, str], parse:
 
 _OTHERS_RECORD: OrderedDict[str, bool] = OrderedDict()  # content key -> records a taped launch
 _OTHERS_RECORD_SIZE = 64
+_FOLDER_DECIDES: set[tuple[str, ...]] = set()  # open documents linted with their whole folder
 
 
 def _others_record_launch(others: Mapping[str, str], parse_cache: ParseCache | None) -> bool:
@@ -516,12 +517,19 @@ def lint_snapshot(snap: _Snapshot) -> _Lint:
         return check_sources(project, select=snap.select, ignore=snap.ignore, config=snap.config,
                              follow_imports=True, parse_cache=snap.parse_cache)
 
-    result = check({**related, **snap.sources})
     others = {p: t for p, t in neighbours.items() if p not in related and p not in snap.sources}
-    if not result.records_launch and others and _others_record_launch(others, snap.parse_cache):
-        # A taped launch anywhere in the folder silences the kernel rules on untaped kernels
-        # (TapeReach): the unrelated neighbours decide that, so the whole folder is checked.
+    docs = tuple(sorted(snap.sources))
+    if docs in _FOLDER_DECIDES and others:
+        # the last lint of these documents found no taped launch of their own: checking them
+        # without their folder again first would only add to the whole folder's cost
         result = check({**neighbours, **snap.sources})
+    else:
+        result = check({**related, **snap.sources})
+        if not result.records_launch and others and _others_record_launch(others, snap.parse_cache):
+            # A taped launch anywhere in the folder silences the kernel rules on untaped kernels
+            # (TapeReach): the unrelated neighbours decide that, so the whole folder is checked.
+            _FOLDER_DECIDES.add(docs)
+            result = check({**neighbours, **snap.sources})
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
     for finding in result.findings:
