@@ -155,3 +155,27 @@ def iterations(trace: Trace, loop_id: int) -> Iterator[tuple[Window, Window]]:
     for (k0, w0), (k1, w1) in zip(runs, runs[1:], strict=False):
         if k0[0] == k1[0] and w0.iteration == 0 and w1.iteration == 1 and w0.stop == w1.start:
             yield w0, w1
+
+
+def next_backward(events: list[Event], idx: int, tape: int) -> Event | None:
+    for ev in events[idx + 1 :]:
+        if ev.tape == tape and ev.kind == "tape_reset":
+            return None
+        if ev.tape == tape and ev.kind == "backward":
+            return ev
+    return None
+
+
+def tape_display_name(ev: Event) -> str:
+    return str(ev.detail.get("tape_name") or "tape")
+
+
+def describe_event(ev: Event) -> str:
+    if ev.kind == "launch":
+        name = ev.kernel.name if ev.kernel else ev.detail.get("kernel", "?")
+        return f"launch of `{name}`"
+    if ev.kind in ("zero", "fill"):
+        return f"`{ev.name_of(ev.writes[0])}.{ev.kind}_()`" if ev.writes else f"`{ev.kind}_()`"
+    if ev.kind == "host_write":
+        return "host write to " + ", ".join(f"`{ev.name_of(b)}`" for b in ev.writes)
+    return f"`wp.{ev.kind}`" if ev.kind != "assign" else "`assign`"

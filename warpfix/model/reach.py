@@ -1,0 +1,160 @@
+"""Which kernels and funcs run under a tape: the reach policy the kernel-body rules (WF4xx, WF7xx,
+WF8xx) share.
+
+Reach policy (all kernel-body rules). A definition is *taped* when a launch recorded on a tape
+reaches it (the kernel itself, every ``@wp.func`` it calls, transitively, and the
+``@wp.func_grad``/``@wp.func_replay`` of those funcs). When the project records launches on a
+tape, only taped code is reported. When it has no tape at all (a library, or a module whose
+training script is elsewhere), kernel code may still be differentiated by someone else:
+error-severity rules then report at warning severity, and warning/info rules stay silent.
+Kernels compiled with ``enable_backward=False`` are never reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from warpfix.finding import Severity
+from warpfix.model.facts import KernelDef
+from warpfix.model.source import SourceFile
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+
+
+# ---------------------------------------------------------------------------------------------
+# Which code runs under a tape
+# ---------------------------------------------------------------------------------------------
+def _callee_name(node: ast.Call) -> str | None:
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
+
+
+def function_body_nodes(fn: ast.FunctionDef) -> Iterator[ast.AST]:
+    """Every node of ``fn``'s body, not descending into nested definitions."""
+    stack: list[ast.AST] = list(reversed(fn.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+@dataclass
+class TapeReach:
+    """Which kernel definitions run under a tape (see the module docstring)."""
+
+    recorded_launches: bool  # the model saw at least one launch recorded on a tape
+    taped: set[int] = field(default_factory=set)  # id() of reached KernelDefs
+    no_backward: set[str] = field(default_factory=set)  # files that switch backward code off
+
+    def severity(self, kd: KernelDef, rule_severity: Severity) -> Severity | None:
+        """The severity to report a finding in ``kd`` with, or None to stay silent."""
+        module_opts = kd.options.get("module_options")
+        if (
+            kd.options.get("enable_backward") is False
+            or (isinstance(module_opts, dict) and module_opts.get("enable_backward") is False)
+            or kd.path in self.no_backward
+        ):
+            return None
+        if id(kd) in self.taped:
+            return rule_severity
+        if self.recorded_launches:
+            return None
+        return Severity.WARNING if rule_severity is Severity.ERROR else None
+
+
+_REACH_CACHE: list[tuple[weakref.ref, TapeReach]] = []  # the last project checked (rules share it)
+
+
+def tape_reach(project: Project) -> TapeReach:
+    """Compute (once per project object) which definitions run under a tape."""
+    for ref, cached in _REACH_CACHE:
+        if ref() is project:
+            return cached
+    funcs: dict[str, list[KernelDef]] = {}
+    customs: dict[str, list[KernelDef]] = {}
+    for kd in project.kernels:
+        if kd.kind in ("func", "func_native"):
+            funcs.setdefault(kd.name, []).append(kd)
+        elif kd.kind in ("func_grad", "func_replay") and kd.target:
+            customs.setdefault(kd.target, []).append(kd)
+    roots: list[KernelDef] = []
+    for trace in project.traces:
+        for ev in trace.events:
+            if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
+                roots.append(ev.kernel)
+    reach = TapeReach(recorded_launches=bool(roots), no_backward=_backward_disabled_files(project))
+    stack = list(roots)
+    while stack:
+        kd = stack.pop()
+        if id(kd) in reach.taped:
+            continue
+        reach.taped.add(id(kd))
+        stack.extend(customs.get(kd.name, []) if kd.kind == "func" else [])
+        if not isinstance(kd.node, ast.FunctionDef):
+            continue
+        for node in function_body_nodes(kd.node):
+            if isinstance(node, ast.Call):
+                name = _callee_name(node)
+                if name is None:
+                    continue
+                cands = funcs.get(name, [])
+                local = [c for c in cands if c.path == kd.path]
+                stack.extend(local or cands)
+    _REACH_CACHE[:] = [(weakref.ref(project), reach)]
+    return reach
+
+
+def _backward_disabled_files(project: Project) -> set[str]:
+    """Files whose module body runs ``wp.set_module_options({"enable_backward": False})`` or
+    sets ``wp.config.enable_backward = False``: no adjoint code is compiled for their kernels."""
+    out: set[str] = set()
+    for path, src in project.files.items():
+        for stmt in src.tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Constant)
+                and stmt.value.value is False
+            ):
+                if any(src.warp_name(t) == "config.enable_backward" for t in stmt.targets):
+                    out.add(path)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                call = stmt.value
+                if (
+                    src.is_warp(call.func, "set_module_options")
+                    and call.args
+                    and isinstance(call.args[0], ast.Dict)
+                ):
+                    for k, v in zip(call.args[0].keys, call.args[0].values, strict=False):
+                        if isinstance(k, ast.Constant) and k.value == "enable_backward":
+                            if isinstance(v, ast.Constant) and v.value is False:
+                                out.add(path)
+    return out
+
+
+def kernel_defs(project: Project, *kinds: str) -> Iterator[tuple[KernelDef, SourceFile, ast.FunctionDef]]:
+    """(definition, its source file, its function node) for every definition of ``kinds``."""
+    for kd in project.kernels:
+        src = project.files.get(kd.path)
+        if kd.kind in kinds and src is not None and isinstance(kd.node, ast.FunctionDef):
+            yield kd, src, kd.node
+
+
+def iter_taped(
+    project: Project, rule_severity: Severity, kinds: Iterable[str] = ("kernel", "func")
+) -> Iterator[tuple[KernelDef, SourceFile, ast.FunctionDef, Severity]]:
+    """The definitions a kernel-body rule should look at, with the severity to report at."""
+    reach = tape_reach(project)
+    for kd, src, fn in kernel_defs(project, *kinds):
+        severity = reach.severity(kd, rule_severity)
+        if severity is not None:
+            yield kd, src, fn, severity

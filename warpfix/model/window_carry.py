@@ -1,0 +1,96 @@
+"""What one iteration window of a host loop carries into the next (WF601): the parameters a window
+steps, and the buffers whose values flow from one window into the next."""
+
+from __future__ import annotations
+
+from warpfix.model.facts import Buffer, Event
+from warpfix.model.tapeflow import DIFFERENTIABLE, outputs, true_reads
+
+
+def window_params(window: list[Event]) -> dict[int, Buffer]:
+    """Leaves of the window's recordings: read on a tape with a gradient, never written on it."""
+    read: dict[int, Buffer] = {}
+    written: set[int] = set()
+    for ev in window:
+        if ev.recorded and ev.kind in DIFFERENTIABLE:
+            for b in true_reads(ev):
+                root = b.root()
+                if root.requires_grad and root.grad_of is None:
+                    read.setdefault(root.id, root)
+            written.update(b.root().id for b in outputs(ev))
+    return {k: v for k, v in read.items() if k not in written}
+
+
+def steps_parameters(events: list[Event], params: dict[int, Buffer]) -> bool:
+    """Whether the parameters are updated between the windows (then the loop is a training loop), or
+    their gradient goes to an opaque call (an optimizer's ``step``)."""
+    for ev in events:
+        if ev.kind in ("alloc", "clone"):
+            continue
+        if any(b.root().id in params for b in outputs(ev)):
+            return True
+        if ev.kind == "call" and any(
+            b.grad_of is not None and b.grad_of.root().id in params for b in ev.reads
+        ):
+            return True
+    return False
+
+
+def carried_buffers(first: list[Event], second: list[Event]) -> tuple[Event, list[Buffer]] | None:
+    """The first recorded op of the second window that reads state derived from the first window's
+    recorded writes, with those buffers (None as soon as a launch of an unknown kernel could have
+    rewritten it). The same op in the first window must read its counterpart from outside that
+    window (the initial state): an input the first window produced itself is an intra-window
+    intermediate whose second-window writer the model did not see."""
+    tainted: set[int] = set()
+    for ev in first:
+        _propagate(ev, tainted, seed=ev.recorded and ev.kind in DIFFERENTIABLE)
+    for ev in second:
+        if ev.kind == "launch" and ev.kernel is None:
+            return None  # a kernel the model cannot see may rewrite the state: no verdict
+        if ev.recorded and ev.kind in DIFFERENTIABLE:
+            hit = [
+                b
+                for b in true_reads(ev)
+                if b.root().id in tainted and b.grad_of is None and _from_outside(first, ev, b)
+            ]
+            if hit:
+                return ev, hit
+        _propagate(ev, tainted, seed=False)
+    return None
+
+
+def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
+    """Whether the first window's run of ``ev``'s site read, in ``buf``'s place, an array that the first
+    window had not written before it."""
+    param = next((p for p, b in ev.binding.items() if b.id == buf.id), None)
+    written: set[int] = set()
+    for prev in first:
+        if prev.span == ev.span and prev.kind == ev.kind:
+            if param is not None and param in prev.binding:
+                counterpart = prev.binding[param]
+            else:
+                position = next((i for i, b in enumerate(ev.reads) if b.id == buf.id), None)
+                if position is None or position >= len(prev.reads):
+                    return False
+                counterpart = prev.reads[position]
+            return counterpart.root().id not in written
+        written.update(b.root().id for b in outputs(prev))
+    return False
+
+
+def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
+    """Update the set of buffers holding data derived from the first window after ``ev``."""
+    if ev.kind in ("backward", "tape_zero", "tape_reset", "grad_zero", "grad_read", "tape_begin", "tape_end"):
+        return
+    derived = seed or any(b.root().id in tainted for b in true_reads(ev))
+    for b in ev.writes:
+        if b.grad_of is not None:
+            continue
+        if derived:
+            tainted.add(b.root().id)
+        else:
+            tainted.discard(b.root().id)
+    for b in ev.accums:
+        if derived and b.grad_of is None:
+            tainted.add(b.root().id)

@@ -1,0 +1,76 @@
+"""The shared base of WF106 kernel-rmw and WF107 struct-held-overwrite: a taped kernel reading and
+overwriting its own argument, reported at the kernel's store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from warpfix.finding import Finding, Span
+from warpfix.model.facts import Event, KernelDef
+from warpfix.model.hazards import Hazard, hazards_for, read_related, rmw_params, value_sensitive_params
+from warpfix.rules.base import Rule
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+
+
+def _kernel_launches(project: Project, kd: KernelDef) -> list[Event]:
+    """Recorded launches of ``kd`` in every trace (one per call site)."""
+    seen: dict[Span, Event] = {}
+    for trace in project.traces:
+        for ev in trace.events:
+            if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
+                if ev.kernel is kd or (ev.kernel.name == kd.name and ev.kernel.path == kd.path):
+                    seen.setdefault(ev.span, ev)
+    return list(seen.values())
+
+
+class KernelRmwRule(Rule):
+    """Shared detector for WF106/WF107: a kernel that reads then overwrites its own argument."""
+
+    struct_fields: bool = False
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        # launches of read-modify-write kernels that overwrite what an earlier op's adjoint needs
+        overwriting: dict[tuple[str, str, str], list[Hazard]] = {}
+        for hz in hazards_for(project, self.id):
+            kd = hz.write.event.kernel
+            if kd is not None and hz.write.param is not None:
+                overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
+        for kd in project.kernels:
+            sensitive = value_sensitive_params(kd)
+            launches: list[Event] | None = None
+            for param, spans in rmw_params(kd).items():
+                if ("." in param) != self.struct_fields:
+                    continue
+                hazards = overwriting.get((kd.path, kd.name, param), [])
+                if param not in sensitive and not hazards:
+                    continue  # a linear in-place update nobody needs the old value of
+                if launches is None:
+                    launches = _kernel_launches(project, kd)
+                if launches:
+                    yield self._report(kd, param, spans[0], launches, hazards)
+
+    def _report(
+        self, kd: KernelDef, param: str, span: Span, launches: list[Event], hazards: list[Hazard]
+    ) -> Finding:
+        if self.struct_fields:
+            what = f"kernel `{kd.name}` reads struct field `{param}` and then overwrites the same element"
+        else:
+            what = f"kernel `{kd.name}` reads `{param}` and then overwrites the same element"
+        lines = ", ".join(str(ev.span.line) for ev in launches)
+        if hazards:
+            why = f"; it also overwrites what {hazards[0].read.describe()} read"
+        else:
+            why = ""
+        related = tuple((ev.span, f"`{kd.name}` launched here on a tape") for ev in launches)
+        if hazards:
+            related += read_related(hazards[0])
+        return self.finding(
+            span,
+            f"{what}, and is launched on a tape (line {lines}){why}; the adjoint replays against the overwritten "
+            "values. Write to a separate output argument instead",
+            data={"kernel": kd.name, "param": param},
+            related=related,
+        )

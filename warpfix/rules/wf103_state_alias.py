@@ -1,0 +1,117 @@
+"""WF103 state-alias: a Python rebinding that makes two live buffers of one tape the same object, e.g.
+`states[0] = states[-1]` between windows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model.hazards import alias_event, hazards_for, read_related
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+
+
+class StateAlias(Rule):
+    id = "WF103"
+    name = "state-alias"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SAFE
+    fix_description = "Rotate distinct buffers instead of aliasing one state to another"
+    doc = RuleDoc(
+        what=(
+            "Flags a Python rebinding (`states[0] = states[-1]`, `cur = nxt`) that makes two state slots the same "
+            "array, when a later tape then reads the array under one name and overwrites it under the other."
+        ),
+        why=(
+            "After `states[0] = states[-1]`, the next window's first substep reads the same array that its last "
+            "substep writes. The first substep's adjoint replays against the final state instead of the initial "
+            "one, so gradients are silently wrong while every forward value is right."
+        ),
+        example="""
+for it in range(iters):
+    tape = wp.Tape()
+    with tape:
+        for s in range(substeps):
+            wp.launch(step, dim=n, inputs=[states[s], ctrl], outputs=[states[s + 1]])
+        wp.launch(loss_kernel, dim=n, inputs=[states[-1]], outputs=[loss])
+    tape.backward(loss)
+    ...
+    states[0] = states[-1]            # continue from the end state: aliases states[0] and states[-1]
+""",
+        use_instead="""
+    states[0], states[-1] = states[-1], states[0]   # rotate: the carried data, distinct buffers
+""",
+        fix="Safe: rotating keeps the carried data in `states[0]` and gives the last slot a different buffer.",
+    )
+    _PREFIX = """
+import warp as wp
+
+
+@wp.kernel
+def step(x: wp.array(dtype=float), u: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] + 0.1 * wp.sin(x[i]) + u[i]
+
+
+@wp.kernel
+def loss_kernel(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+u = wp.zeros(8, dtype=float, requires_grad=True)
+s0 = wp.zeros(8, dtype=float, requires_grad=True)
+s1 = wp.zeros(8, dtype=float, requires_grad=True)
+s2 = wp.zeros(8, dtype=float, requires_grad=True)
+states = [s0, s1, s2]
+for it in range(3):
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(step, dim=8, inputs=[states[0], u], outputs=[states[1]])
+        wp.launch(step, dim=8, inputs=[states[1], u], outputs=[states[2]])
+        wp.launch(loss_kernel, dim=8, inputs=[states[2]], outputs=[loss])
+    tape.backward(loss)
+    tape.zero()
+"""
+    VALID = [Example(_PREFIX + "    states[0], states[2] = states[2], states[0]\n")]
+    INVALID = [
+        Example(
+            _PREFIX + "    states[0] = states[2]  # expect: WF103\n",
+            expected_fix=_PREFIX + "    states[0], states[2] = states[2], states[0]  # expect: WF103\n",
+        )
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        for hz in hazards_for(project, self.id):
+            alias = alias_event(hz, ("rebind",))
+            if alias is None:
+                continue
+            buf = hz.write.buffer
+            target = alias.detail.get("target")
+            source = alias.detail.get("source")
+            target = target if isinstance(target, str) else "?"
+            source = source if isinstance(source, str) else alias.name_of(buf)
+            read_name, write_name = hz.read.name, hz.write.name
+            if alias.detail.get("repeat"):
+                yield self.finding(
+                    alias.span,
+                    f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
+                    f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
+                    f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
+                    fix_safety=FixSafety.NONE,
+                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)",
+                    data={"repeat": True},
+                    related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
+                )
+                continue
+            yield self.finding(
+                alias.span,
+                f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
+                f"reads it as `{read_name}` and {hz.write.describe()} overwrites it as `{write_name}`, so the "
+                "reader's adjoint replays against the overwritten values",
+                related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
+            )

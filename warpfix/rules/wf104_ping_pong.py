@@ -1,0 +1,173 @@
+"""WF104 ping-pong: two buffers swapped in a loop on one tape (`a, b = b, a`, or `states[i % 2]`) so
+step N+1 writes what step N read."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model.facts import Event
+from warpfix.model.hazards import alias_event, hazards_for, read_related
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+
+
+def _launch_args(ev: Event) -> dict[str, str]:
+    return {p: ast.unparse(node) for p, node in ev.arg_nodes.items()}
+
+
+class PingPong(Rule):
+    id = "WF104"
+    name = "ping-pong"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SAFE
+    fix_description = "Allocate a fresh output per step (nxt = wp.empty_like(cur) ... cur = nxt)"
+    doc = RuleDoc(
+        what=(
+            "Flags a recorded launch that overwrites an array an earlier recorded op of the same tape read: "
+            "double buffers swapped in a loop (`a, b = b, a`, `states[i % 2]`), or one scratch array (`forces`) "
+            "reused by every simulation step. Only readers whose adjoint needs the values count (non-linear "
+            "use, branches, indices): a purely linear reader gets the same gradient either way."
+        ),
+        why=(
+            "Step N+1 writes the buffer step N read. In the backward pass step N's adjoint replays against step "
+            "N+1's values (the Warp documentation's two-step `forces` example returns `[-2, -4, -6]` instead of "
+            "`[2, 4, 6]`). Nothing looks wrong in the forward pass."
+        ),
+        example="""
+with tape:
+    for step in range(steps):
+        wp.launch(spring_step, dim=n, inputs=[cur, k], outputs=[nxt])
+        cur, nxt = nxt, cur
+""",
+        use_instead="""
+with tape:
+    for step in range(steps):
+        nxt = wp.empty_like(cur)
+        wp.launch(spring_step, dim=n, inputs=[cur, k], outputs=[nxt])
+        cur = nxt
+""",
+        fix="Safe: every step writes fresh memory; forward values are identical.",
+    )
+    _PREFIX = """
+import warp as wp
+
+
+@wp.kernel
+def spring_step(x: wp.array(dtype=wp.vec2), k: float, y: wp.array(dtype=wp.vec2)):
+    i = wp.tid()
+    p = x[i]
+    y[i] = p - 0.01 * k * (wp.length(p) - 1.0) * wp.normalize(p)
+
+
+@wp.kernel
+def loss_kernel(x: wp.array(dtype=wp.vec2), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, wp.length(x[i]))
+
+
+cur = wp.ones(32, dtype=wp.vec2, requires_grad=True)
+nxt = wp.zeros(32, dtype=wp.vec2, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    for step in range(10):
+"""
+    _SUFFIX = """    wp.launch(loss_kernel, dim=32, inputs=[cur], outputs=[loss])
+tape.backward(loss)
+"""
+    VALID = [
+        Example(
+            _PREFIX
+            + """        nxt = wp.empty_like(cur)
+        wp.launch(spring_step, dim=32, inputs=[cur, 2.0], outputs=[nxt])
+        cur = nxt
+"""
+            + _SUFFIX
+        ),
+        Example(
+            _PREFIX
+            + """        out = wp.clone(cur)
+        wp.launch(spring_step, dim=32, inputs=[cur, 2.0], outputs=[out])
+        cur = out
+"""
+            + _SUFFIX,
+            note="`out = wp.clone(inp)` ... `inp = out`: every write lands in fresh memory",
+        ),
+    ]
+    INVALID = [
+        Example(
+            _PREFIX
+            + """        wp.launch(spring_step, dim=32, inputs=[cur, 2.0], outputs=[nxt])
+        cur, nxt = nxt, cur  # expect: WF104
+"""
+            + _SUFFIX,
+            expected_fix=_PREFIX
+            + """        nxt = wp.empty_like(nxt)
+        wp.launch(spring_step, dim=32, inputs=[cur, 2.0], outputs=[nxt])
+        cur, nxt = nxt, cur  # expect: WF104
+"""
+            + _SUFFIX,
+        ),
+        Example(
+            _PREFIX.replace("    for step in range(10):\n", "")
+            + """    forces = wp.zeros(32, dtype=wp.vec2, requires_grad=True)
+    wp.launch(spring_step, dim=32, inputs=[cur, 2.0], outputs=[forces])
+    x1 = wp.empty_like(cur)
+    wp.launch(spring_step, dim=32, inputs=[forces, 1.0], outputs=[x1])
+    wp.launch(spring_step, dim=32, inputs=[x1, 2.0], outputs=[forces])  # expect: WF104
+    cur = wp.empty_like(cur)
+    wp.launch(spring_step, dim=32, inputs=[forces, 1.0], outputs=[cur])
+"""
+            + _SUFFIX,
+            note="one scratch array reused by two steps (the Warp documentation's `forces` example)",
+        ),
+        Example(
+            _PREFIX.replace("cur = wp.ones(", "states = [wp.ones(")
+            .replace(
+                "nxt = wp.zeros(32, dtype=wp.vec2, requires_grad=True)\n",
+                "",
+            )
+            .replace(
+                "requires_grad=True)\nloss",
+                "requires_grad=True), wp.zeros(32, dtype=wp.vec2, requires_grad=True)]\nloss",
+            )
+            + """        src, dst = states[step % 2], states[(step + 1) % 2]
+        wp.launch(spring_step, dim=32, inputs=[src, 2.0], outputs=[dst])  # expect: WF104
+"""
+            + _SUFFIX.replace("inputs=[cur]", "inputs=[states[0]]"),
+            note="`states[i % 2]` double buffering",
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        for hz in hazards_for(project, self.id):
+            ev = hz.write.event
+            name = hz.write.name
+            kernel = ev.kernel.name if ev.kernel is not None else ""
+            wrote = (
+                f"kernel `{kernel}` at line {ev.span.line} overwrites `{name}` (parameter `{hz.write.param}`) after "
+                f"{hz.read.describe()} read it on the same tape"
+            )
+            swap = alias_event(hz, ("swap",))
+            if swap is not None:
+                targets = swap.detail.get("targets")
+                written = name if isinstance(targets, list) and name in targets else None
+                yield self.finding(
+                    swap.span,
+                    f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
+                    "against the new values. Allocate a fresh output per step",
+                    data={"written": written} if written else {},
+                    related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
+                )
+                continue
+            yield self.finding(
+                ev.span,
+                f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
+                data={"arg": _launch_args(ev).get(hz.write.param or "", name)},
+                related=read_related(hz),
+            )

@@ -1,0 +1,272 @@
+"""WF201 missing-requires-grad: an intermediate created with `wp.zeros/empty/full/array(...)` (default
+`requires_grad=False`) is written by a recorded op whose inputs need gradients and read by a later
+recorded op: everything upstream silently gets zero gradient. `*_like` and `clone` inherit the flag
+— follow it."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model import Project
+from warpfix.model.facts import Buffer, Event, Trace, exclusive
+from warpfix.model.tapeflow import (
+    DIFFERENTIABLE,
+    integer_param,
+    is_integer_dtype,
+    line_ref,
+    outputs,
+    tape_of,
+    true_reads,
+)
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+_FIT = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = k[0] * x[i]
+
+
+@wp.kernel
+def sq_err(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = y[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+n = 64
+x = wp.array(np.linspace(0.0, 1.0, n), dtype=float)
+target = wp.array(3.0 * np.linspace(0.0, 1.0, n), dtype=float)
+k = wp.array([1.0], dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+"""
+
+
+def _alloc_events(trace: Trace) -> dict[int, Event]:
+    return {ev.writes[0].id: ev for ev in trace.events if ev.kind in ("alloc", "clone") and ev.writes}
+
+
+def _alloc_is_integer(alloc: Event | None) -> bool:
+    if alloc is None or not isinstance(alloc.node, ast.Call):
+        return False
+    dtype = next((kw.value for kw in alloc.node.keywords if kw.arg == "dtype"), None)
+    return dtype is not None and is_integer_dtype(dtype)
+
+
+class MissingRequiresGrad(Rule):
+    id = "WF201"
+    name = "missing-requires-grad"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SAFE
+    fix_description = "allocate the intermediate with `requires_grad=True`"
+    doc = RuleDoc(
+        what=(
+            "Flags an intermediate array allocated without `requires_grad=True` (`wp.zeros`, `wp.empty`, "
+            "`wp.full`, `wp.array`, or a `*_like`/`clone` of such an array, which inherits the flag) that a "
+            "recorded op writes from inputs that need gradients and a later recorded op reads on the way "
+            "to the loss."
+        ),
+        why=(
+            "An array without a `.grad` buffer is a dead end for the adjoint: backward finds no gradient to "
+            "propagate through it, so everything upstream (the parameters) silently gets zero gradient. "
+            "Nothing warns; training just does not move."
+        ),
+        example=_FIT
+        + """
+y = wp.zeros(n, dtype=float)  # no requires_grad: the chain k -> y -> loss is cut
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)  # k.grad == 0
+""",
+        use_instead="y = wp.zeros(n, dtype=float, requires_grad=True)",
+        fix="Safe: adding `requires_grad=True` allocates a gradient buffer; forward values are unchanged.",
+        versions="All supported Warp versions: `wp.zeros/empty/full/array` default to `requires_grad=False`.",
+    )
+    VALID = [
+        Example(
+            _FIT
+            + """
+y = wp.zeros(n, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="every intermediate on the chain has a gradient; x and target are read-only constants",
+        ),
+        Example(
+            """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def bin_particles(q: wp.array(dtype=wp.vec3), cell: wp.array(dtype=int)):
+    i = wp.tid()
+    cell[i] = int(q[i][0] * 4.0)
+
+
+@wp.kernel
+def cell_energy(q: wp.array(dtype=wp.vec3), cell: wp.array(dtype=int), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, float(cell[i]) * wp.length_sq(q[i]))
+
+
+n = 32
+q = wp.array(np.random.rand(n, 3), dtype=wp.vec3, requires_grad=True)
+cell = wp.zeros(n, dtype=int)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(bin_particles, dim=n, inputs=[q], outputs=[cell])
+    wp.launch(cell_energy, dim=n, inputs=[q, cell], outputs=[loss])
+tape.backward(loss)
+""",
+            note="integer arrays carry no gradient",
+        ),
+        Example(
+            _FIT
+            + """
+weights = wp.zeros(n, dtype=float)
+y = wp.zeros(n, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, x], outputs=[weights])
+    wp.launch(scale, dim=n, inputs=[weights, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="the producer of `weights` reads nothing that needs a gradient",
+        ),
+    ]
+    INVALID = [
+        Example(
+            _FIT
+            + """
+y = wp.zeros(n, dtype=float)  # expect: WF201
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            expected_fix=_FIT
+            + """
+y = wp.zeros(n, dtype=float, requires_grad=True)  # expect: WF201
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+        ),
+        Example(
+            _FIT
+            + """
+y = wp.empty_like(x)  # expect: WF201
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            expected_fix=_FIT
+            + """
+y = wp.empty_like(x, requires_grad=True)  # expect: WF201
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="`empty_like` inherits requires_grad=False from the constant x",
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        for trace in project.traces:
+            yield from self._check_trace(trace)
+
+    def _check_trace(self, trace: Trace) -> Iterator[Finding]:
+        events = trace.events
+        allocs = _alloc_events(trace)
+        # Buffers that carry a gradient, or would if their allocation asked for one.
+        carrying: set[int] = set()
+        candidates: dict[int, tuple[int, Buffer]] = {}  # buffer id -> (index of the writer, buffer)
+        for idx, ev in enumerate(events):
+            if not ev.recorded or ev.kind not in DIFFERENTIABLE:
+                continue
+            if not any(b.root().requires_grad or b.root().id in carrying for b in true_reads(ev)):
+                continue
+            for out in outputs(ev):
+                buf = out.root()
+                if buf.requires_grad is True:
+                    carrying.add(buf.id)
+                    continue
+                if buf.requires_grad is not False or not buf.fresh or buf.origin is None:
+                    continue
+                if integer_param(ev, out) or _alloc_is_integer(allocs.get(buf.id)):
+                    continue
+                carrying.add(buf.id)
+                candidates.setdefault(buf.id, (idx, buf))
+        for idx, buf in candidates.values():
+            hit = self._reaches_loss(events, idx, buf)
+            if hit is None:
+                continue
+            writer, reader, sink = events[idx], hit[0], hit[1]
+            yield self.finding(
+                buf.origin,  # type: ignore[arg-type]
+                f"`{writer.name_of(buf)}` is allocated without `requires_grad=True` but is written from "
+                f"differentiable inputs by {self._what(writer)} ({line_ref(writer.span, buf.origin)}) and read "  # type: ignore[arg-type]
+                f"by {self._what(reader)} ({line_ref(reader.span, buf.origin)}) on the way to "  # type: ignore[arg-type]
+                f"`{sink}`: backward stops here and everything upstream gets zero gradient",
+                related=((writer.span, "written here"), (reader.span, "read here")),
+            )
+
+    @staticmethod
+    def _what(ev: Event) -> str:
+        if ev.kind == "launch":
+            return f"`{ev.kernel.name if ev.kernel else ev.detail.get('kernel', '?')}`"
+        return f"`wp.{ev.kind}`"
+
+    @staticmethod
+    def _reaches_loss(events: list[Event], start: int, buf: Buffer) -> tuple[Event, str] | None:
+        """The first recorded reader of ``buf`` after ``events[start]`` from which data flows (on the
+        tape) into an array with a gradient that a later backward of the same tape differentiates, and
+        the name of that array (the backward's loss when the flow reaches it)."""
+        writer = events[start]
+        tape = tape_of(writer)
+        losses = {
+            b.root().id
+            for e in events[start + 1 :]
+            if e.kind == "backward" and e.tape == tape
+            for b in e.reads
+        }
+        if not any(e.kind == "backward" and e.tape == tape for e in events[start + 1 :]):
+            return None
+        tainted = {buf.id}
+        first_reader: Event | None = None
+        sink: str | None = None
+        for ev in events[start + 1 :]:
+            if tape_of(ev) != tape or ev.kind not in DIFFERENTIABLE or exclusive(ev, writer):
+                continue
+            if not any(b.root().id in tainted for b in true_reads(ev)):
+                continue
+            first_reader = first_reader or ev
+            for out in outputs(ev):
+                root = out.root()
+                if root.id in losses:
+                    return first_reader, ev.name_of(out)
+                if root.requires_grad is True and sink is None:
+                    sink = ev.name_of(out)
+                tainted.add(root.id)
+        return (first_reader, sink) if first_reader is not None and sink is not None else None

@@ -1,0 +1,243 @@
+"""WF202 backward-disabled: `enable_backward=False` (kernel option, `wp.set_module_options`, or
+`wp.config`) on a kernel launched on a tape."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from warpfix.finding import Finding, FixSafety, Severity, Span
+from warpfix.model import Project, SourceFile
+from warpfix.model.facts import Event, KernelDef
+from warpfix.model.tapeflow import line_ref, tape_of, true_reads
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+
+def _is_false(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _module_option_calls(src: SourceFile) -> Iterator[ast.Call]:
+    """``wp.set_module_options({... "enable_backward": False ...})`` calls for the file's own module."""
+    for node in src.nodes_of(ast.Call):
+        if not src.is_warp(node.func, "set_module_options"):
+            continue
+        if any(kw.arg == "module" for kw in node.keywords) or len(node.args) > 1:
+            continue
+        opts = node.args[0] if node.args else None
+        if isinstance(opts, ast.Dict) and any(
+            isinstance(k, ast.Constant) and k.value == "enable_backward" and _is_false(v)
+            for k, v in zip(opts.keys, opts.values, strict=True)
+        ):
+            yield node
+
+
+def _config_assignments(src: SourceFile) -> Iterator[ast.Assign]:
+    """Module-level ``wp.config.enable_backward = False``."""
+    for stmt in src.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and _is_false(stmt.value)
+            and any(src.warp_name(t) == "config.enable_backward" for t in stmt.targets)
+        ):
+            yield stmt
+
+
+def _kernel_decorator(kernel: KernelDef) -> ast.expr | None:
+    for dec in kernel.node.decorator_list:
+        if isinstance(dec, ast.Call) and any(kw.arg == "enable_backward" for kw in dec.keywords):
+            return dec
+    return None
+
+
+_WF202_KERNELS = """
+import warp as wp
+{header}
+
+@wp.kernel{options}
+def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    q_out[i] = q[i] + 0.01 * v[i]
+
+
+@wp.kernel
+def height_loss(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, q[i][1])
+
+
+n = 16
+q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+v = wp.ones(n, dtype=wp.vec3, requires_grad=True)
+q_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+"""
+_WF202_TAPED = """tape = wp.Tape()
+with tape:
+    wp.launch(integrate, dim=n, inputs=[q, v], outputs=[q_next])
+    wp.launch(height_loss, dim=n, inputs=[q_next], outputs=[loss])
+tape.backward(loss)
+"""
+
+
+class BackwardDisabled(Rule):
+    id = "WF202"
+    name = "backward-disabled"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.UNSAFE
+    fix_description = "remove `enable_backward=False` for the taped kernel"
+    doc = RuleDoc(
+        what=(
+            "Flags `enable_backward=False` — a kernel option `@wp.kernel(enable_backward=False)`, "
+            '`wp.set_module_options({"enable_backward": False})` in the kernel\'s module, or a module-level '
+            "`wp.config.enable_backward = False` before the kernel is defined — when that kernel is launched "
+            "on a tape, reads arrays that need gradients, and the tape is differentiated."
+        ),
+        why=(
+            "No adjoint code is compiled for the kernel, so backward skips it: every gradient that should "
+            "flow through it is lost. `tape.backward()` logs a warning that is easy to miss, and "
+            "`gradcheck_tape` silently skips such kernels."
+        ),
+        example="""
+@wp.kernel(enable_backward=False)
+def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    q_out[i] = q[i] + 0.01 * v[i]
+
+with tape:
+    wp.launch(integrate, dim=n, inputs=[q, v], outputs=[q_next])
+    ...
+tape.backward(loss)
+""",
+        use_instead="""
+@wp.kernel
+def integrate(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3)):
+    ...
+""",
+        fix=(
+            "Unsafe: enabling backward compiles adjoint code (slower builds, larger modules); when the option "
+            "is module- or config-wide the removal also affects kernels that may not need it."
+        ),
+        versions="All supported Warp versions: the kernel option takes precedence over the module option.",
+    )
+    VALID = [
+        Example(
+            _WF202_KERNELS.format(header="", options="(enable_backward=False)")
+            + """
+wp.launch(integrate, dim=n, inputs=[q, v], outputs=[q_next])
+print(q_next.numpy())
+""",
+            note="launched outside any tape (rendering, initialisation)",
+        ),
+        Example(
+            _WF202_KERNELS.format(
+                header='\nwp.set_module_options({"enable_backward": False})\n',
+                options="(enable_backward=True)",
+            ).replace("@wp.kernel\ndef height_loss", "@wp.kernel(enable_backward=True)\ndef height_loss")
+            + _WF202_TAPED,
+            note="the kernel option overrides the module option",
+        ),
+    ]
+    INVALID = [
+        Example(
+            _WF202_KERNELS.format(header="", options="(enable_backward=False)  # expect: WF202")
+            + _WF202_TAPED,
+            expected_fix=_WF202_KERNELS.format(header="", options="  # expect: WF202") + _WF202_TAPED,
+        ),
+        Example(
+            _WF202_KERNELS.format(
+                header='\nwp.set_module_options({"enable_backward": False})  # expect: WF202\n', options=""
+            )
+            + _WF202_TAPED,
+        ),
+        Example(
+            _WF202_KERNELS.format(header="\nwp.config.enable_backward = False  # expect: WF202\n", options="")
+            + _WF202_TAPED,
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        module_calls = {path: next(_module_option_calls(src), None) for path, src in project.files.items()}
+        configs = [(src, stmt) for src in project.files.values() for stmt in _config_assignments(src)]
+        disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
+        for kernel in project.kernels:
+            src = project.files.get(kernel.path)
+            if kernel.kind == "kernel" and src is not None:
+                place = _disabling_place(project, src, kernel, module_calls.get(kernel.path), configs)
+                if place is not None:
+                    disabled[id(kernel.node)] = place
+        places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
+        for kernel, launch in _taped_launches(project, disabled):
+            span, how = disabled[id(kernel.node)]
+            places.setdefault(span, (how, []))[1].append((kernel, launch))
+        for span, (how, hits) in places.items():
+            kernels = ", ".join(f"`{k.name}` (launched on a tape at {line_ref(ev.span, span)})" for k, ev in hits)
+            yield self.finding(
+                span,
+                f"{how} compiles no adjoint for {kernels}, which backward differentiates: backward skips "
+                f"{'it' if len(hits) == 1 else 'them'} and every gradient through "
+                f"{'it' if len(hits) == 1 else 'them'} is lost",
+                related=tuple((ev.span, f"`{k.name}` launched on a tape here") for k, ev in hits),
+            )
+
+
+def _taped_launches(project: Project, kernels: dict[int, tuple[Span, str]]) -> Iterator[tuple[KernelDef, Event]]:
+    """The first launch of each of ``kernels`` that a tape records, with inputs that need gradients,
+    before a backward of that tape."""
+    seen: set[int] = set()
+    for trace in project.traces:
+        events = trace.events
+        last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
+        for idx, ev in enumerate(events):
+            kernel = ev.kernel
+            if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
+                continue
+            tape = tape_of(ev)
+            if tape is None or last_backward.get(tape, -1) < idx:
+                continue
+            if any(b.root().requires_grad for b in true_reads(ev)):
+                seen.add(id(kernel.node))
+                yield kernel, ev
+
+
+def _disabling_place(
+    project: Project,
+    src: SourceFile,
+    kernel: KernelDef,
+    module_call: ast.Call | None,
+    configs: list[tuple[SourceFile, ast.Assign]],
+) -> tuple[Span, str] | None:
+    """Where backward code generation is switched off for ``kernel``: its own option (which takes
+    precedence), its module's options, or the global config before its module was created."""
+    if "enable_backward" in kernel.options:
+        if kernel.options["enable_backward"] is False:
+            dec = _kernel_decorator(kernel)
+            return (src.span(dec) if dec is not None else kernel.span), "kernel option `enable_backward=False`"
+        return None
+    if module_call is not None:
+        return src.span(module_call), "module option `enable_backward: False`"
+    for other, stmt in configs:
+        if _config_reaches(project, other, stmt, kernel):
+            return other.span(stmt), "config `wp.config.enable_backward = False`"
+    return None
+
+
+def _config_reaches(project: Project, src: SourceFile, stmt: ast.Assign, kernel: KernelDef) -> bool:
+    """Whether the module of ``kernel`` is created after ``stmt`` ran: it is defined later in the same
+    file, or its file is imported (as a project module) below the assignment."""
+    if kernel.path == src.path:
+        return kernel.node.lineno > stmt.lineno
+    target = project.files.get(kernel.path)
+    if target is None or not target.module_name:
+        return False
+    leaf = target.module_name.rpartition(".")[2]
+    for node in src.tree.body:
+        if node.lineno <= stmt.lineno:
+            continue
+        if isinstance(node, ast.Import) and any(a.name.rpartition(".")[2] == leaf for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+            (node.module or "").rpartition(".")[2] == leaf or any(a.name == leaf for a in node.names)
+        ):
+            return True
+    return False

@@ -1,0 +1,256 @@
+"""WF301 missing-zero: a tape, or persistent arrays, reused across optimizer iterations with no
+`tape.zero()` / `tape.reset()` / `grad.zero_()` between backward calls (gradients are summed over
+iterations); also a tape object re-entered every iteration without `reset()` (it records the new
+iteration on top of the old ones: gradients grow x1, x2, x3). The backward may live in a method
+(`self.tape.backward(self.loss)`) called from a loop anywhere: `__main__`, a library runner, a
+progress-bar helper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model import Project
+from warpfix.model.facts import Buffer, Event, exclusive
+from warpfix.model.grad_walk import walk_grads
+from warpfix.model.tapeflow import DIFFERENTIABLE, line_ref, outputs, tape_of, true_reads
+from warpfix.rules._tape_scope_examples import KERNELS
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+
+def _leaves(events: list[Event], tape: int | None, start: int, stop: int) -> dict[int, Buffer]:
+    """Parameters of the recording of ``tape`` in ``events[start:stop]``: arrays with a gradient that
+    its ops read and never overwrite."""
+    read: dict[int, Buffer] = {}
+    written: set[int] = set()
+    for ev in events[start:stop]:
+        if tape_of(ev) != tape or ev.kind not in DIFFERENTIABLE:
+            continue
+        for buf in true_reads(ev):
+            root = buf.root()
+            if root.requires_grad and root.grad_of is None:
+                read.setdefault(root.id, root)
+        written.update(b.root().id for b in ev.writes)
+    return {k: v for k, v in read.items() if k not in written}
+
+
+class MissingZero(Rule):
+    id = "WF301"
+    name = "missing-zero"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SAFE
+    fix_description = "call `tape.zero()` after the gradient is consumed"
+    doc = RuleDoc(
+        what=(
+            "Flags a backward pass that accumulates into a parameter's `.grad` which still holds the "
+            "gradient of an earlier backward that was already consumed (read by an optimizer step, copied, "
+            "printed), with no `tape.zero()`, `tape.reset()` or `param.grad.zero_()` in between; and a "
+            "tape re-entered every iteration without `reset()` whose new recording uses the arrays of the "
+            "launches its earlier backward already replayed (the backward in a method is followed through "
+            "its callers' loops)."
+        ),
+        why=(
+            "`tape.backward()` adds into `.grad`. Without zeroing, iteration k's gradient is the sum of the "
+            "gradients of iterations 0..k: each one is right, the sum is not, and training diverges or "
+            "stalls while every single backward looks correct."
+        ),
+        example="""
+tape = wp.Tape()
+for it in range(iters):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=n, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=n, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+""",
+        use_instead="""
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+        fix="Safe: `tape.zero()` after the gradient is consumed clears exactly what the next backward adds to.",
+    )
+    VALID = [
+        Example(
+            KERNELS
+            + """
+for it in range(20):
+    loss.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+        ),
+        Example(
+            KERNELS
+            + """
+for it in range(20):
+    loss.zero_()
+    w.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+""",
+        ),
+        Example(
+            KERNELS
+            + """
+w_np = np.zeros(2)
+for it in range(20):
+    params = wp.array(w_np, dtype=float, requires_grad=True)
+    loss.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, params], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    w_np = w_np - 0.1 * params.grad.numpy()
+""",
+            note="a fresh parameter array (and so a fresh .grad) every iteration",
+        ),
+    ]
+    INVALID = [
+        Example(
+            KERNELS
+            + """
+for it in range(20):
+    loss.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+""",
+            expected_fix=KERNELS
+            + """
+for it in range(20):
+    loss.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+        ),
+        Example(
+            KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+            note="one tape re-entered every iteration without reset(): each backward replays all earlier ones",
+            expected_fix=KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.reset()
+""",
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        for trace in project.traces:
+            events = trace.events
+            for idx, ev, states, _pending in walk_grads(trace):
+                if ev.kind != "backward" or ev.tape is None:
+                    continue
+                replayed = _rerecorded(events, idx, ev.tape)
+                if replayed is not None:
+                    tape_name = str(ev.detail.get("tape_name") or "tape")
+                    yield self.finding(
+                        ev.span,
+                        f"`{tape_name}` records this iteration on top of what its backward at "
+                        f"{line_ref(replayed[1].span, ev.span)} already replayed (no `{tape_name}.reset()` "
+                        f"in between): this backward replays the old launches too, on the same arrays, so "
+                        f"gradients grow x1, x2, x3 over iterations; call `{tape_name}.reset()` before recording again",
+                        data={"tape": tape_name, "rerecorded": True},
+                        related=((replayed[0].span, "recorded before the earlier backward"),
+                                 (replayed[1].span, "earlier backward")),
+                    )
+                    continue
+                stale = []
+                for pid, buf in _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx).items():
+                    st = states.get(pid)
+                    if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
+                        continue
+                    if exclusive(st.backward, ev) or st.backward is ev:
+                        continue
+                    stale.append((buf, st))
+                if not stale:
+                    continue
+                first = stale[0][1]
+                consumed = first.consumed
+                assert consumed is not None and first.backward is not None
+                names = ", ".join(f"`{buf.label}.grad`" for buf, _ in stale)
+                tape_name = str(ev.detail.get("tape_name") or "tape")
+                earlier = (
+                    f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
+                    if first.backward.span == ev.span
+                    else f"the backward at {line_ref(first.backward.span, ev.span)}"
+                )
+                yield self.finding(
+                    ev.span,
+                    f"`{tape_name}.backward` adds into {names}, which still holds the gradient of {earlier}, "
+                    f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
+                    f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
+                    data={"tape": tape_name, "arrays": [buf.label for buf, _ in stale]},
+                    related=(
+                        (first.backward.span, "earlier backward"),
+                        (consumed.span, "gradient consumed here"),
+                    ),
+                )
+
+
+def _rerecorded(events: list[Event], idx: int, tape: int) -> tuple[Event, Event] | None:
+    """(an old launch, the earlier backward) when the backward at ``idx`` replays launches its tape
+    recorded before an earlier backward, without a reset, on arrays the new recording uses again."""
+    prev = None
+    for j in range(idx - 1, -1, -1):
+        e = events[j]
+        if e.tape == tape and e.kind == "tape_reset":
+            return None
+        if e.tape == tape and e.kind == "backward":
+            prev = j
+            break
+    if prev is None:
+        return None
+    old = [e for e in events[_recording_start(events, prev, tape):prev]
+           if tape_of(e) == tape and e.kind in DIFFERENTIABLE]
+    new = [e for e in events[prev + 1:idx] if tape_of(e) == tape and e.kind in DIFFERENTIABLE]
+    # an old launch's output that the new recording uses again gets its adjoint seeded (or fed) twice
+    old_outputs = {b.root().id for e in old for b in outputs(e)}
+    shared = [e for e in new if old_outputs & {b.root().id for b in (*outputs(e), *e.reads)}]
+    return (old[0], events[prev]) if shared and not exclusive(events[prev], events[idx]) else None
+
+
+def _recording_start(events: list[Event], idx: int, tape: int) -> int:
+    """Index after the previous backward/reset of ``tape`` before ``idx``."""
+    for j in range(idx - 1, -1, -1):
+        ev = events[j]
+        if ev.tape == tape and ev.kind in ("backward", "tape_reset"):
+            return j + 1
+    return 0

@@ -1,0 +1,170 @@
+"""WF304 stale-grad-read: `.grad` read before the backward that should produce it, or after
+`tape.zero()`."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model import Project
+from warpfix.model.grad_walk import walk_grads
+from warpfix.model.tapeflow import anchor, line_ref, next_backward, runs_with, tape_display_name
+from warpfix.rules._tape_scope_examples import KERNELS
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+
+def _is_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
+    """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
+    ``x.grad.flatten()``) rather than reading the values."""
+    cur: ast.AST = node
+    while True:
+        parent = parents.get(id(cur))
+        if parent is None or isinstance(parent, ast.stmt):
+            return isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and not isinstance(
+                parent, ast.AugAssign
+            )
+        if isinstance(parent, ast.Call):
+            func = parent.func
+            if isinstance(func, ast.Attribute) and func.value is cur:
+                if func.attr not in ("flatten", "reshape", "view", "transpose"):
+                    return False
+            else:
+                return False
+        elif not isinstance(parent, (ast.List, ast.Tuple, ast.ListComp, ast.comprehension, ast.Attribute)):
+            return False
+        cur = parent
+
+
+class StaleGradRead(Rule):
+    id = "WF304"
+    name = "stale-grad-read"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SAFE
+    fix_description = "move the `.grad` read after the backward (or before `tape.zero()`)"
+    doc = RuleDoc(
+        what=(
+            "Flags a read of `x.grad` (an optimizer launch, `.numpy()`, a copy) before the backward that "
+            "produces it, or after a `tape.zero()`/`tape.reset()` cleared it."
+        ),
+        why=(
+            "Before the backward `.grad` still holds the previous iteration's gradient (or zeros); after "
+            "`tape.zero()` it holds zeros. Either way the optimizer steps with the wrong gradient, "
+            "silently."
+        ),
+        example="""
+tape.backward(loss)
+tape.zero()
+wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])   # w.grad is all zeros here
+""",
+        use_instead="""
+tape.backward(loss)
+wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+tape.zero()
+""",
+        fix="Safe: the read moves to where the gradient it means exists.",
+    )
+    VALID = [
+        Example(
+            KERNELS
+            + """
+optimizer_grads = [w.grad]
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, optimizer_grads[0], 0.1])
+    tape.reset()
+""",
+            note="taking a reference to .grad before the loop reads nothing",
+        ),
+    ]
+    INVALID = [
+        Example(
+            KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    tape.reset()
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF304
+""",
+            expected_fix=KERNELS
+            + """
+tape = wp.Tape()
+for it in range(20):
+    loss.zero_()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])  # expect: WF304
+    tape.reset()
+""",
+        ),
+        Example(
+            KERNELS
+            + """
+tape = wp.Tape()
+with tape:
+    wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+    wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+print("gradient", w.grad.numpy())  # expect: WF304
+tape.backward(loss)
+""",
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        for trace in project.traces:
+            events = trace.events
+            for idx, ev, states, pending in walk_grads(trace):
+                if ev.kind != "grad_read":
+                    continue
+                grad = next((b for b in ev.reads if b.grad_of is not None), None)
+                if grad is None or grad.grad_of is None:
+                    continue
+                src = project.files.get(ev.span.path)
+                if src is None:
+                    continue
+                if _is_reference(src.parents, ev.node):
+                    continue
+                owner = grad.grad_of.root()
+                name = ev.name_of(grad)
+                for tape, recording in pending.items():
+                    bwd = next_backward(events, idx, tape) if owner.id in recording.leaves() else None
+                    if bwd is not None and runs_with(bwd, ev):
+                        where = anchor(ev, bwd)
+                        yield self.finding(
+                            where,
+                            f"`{name}` is read before the backward that produces it "
+                            f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
+                            data={"tape": tape_display_name(bwd)},
+                            related=((bwd.span, "gradient produced here"),),
+                        )
+                        break
+                else:
+                    st = states.get(owner.id)
+                    if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
+                        continue
+                    zero = st.zeroed
+                    where = anchor(ev, zero)
+                    call = "reset" if zero.kind == "tape_reset" else "zero"
+                    yield self.finding(
+                        where,
+                        f"`{name}` is read after `{zero.detail.get('tape_name') or 'tape'}.{call}()` "
+                        f"({line_ref(zero.span, where)}) cleared the gradient of the backward at "
+                        f"{line_ref(st.backward.span, where)}: it reads zeros",
+                        data={"tape": tape_display_name(zero)},
+                        related=(
+                            (zero.span, "gradient cleared here"),
+                            (st.backward.span, "gradient produced here"),
+                        ),
+                    )

@@ -1,0 +1,210 @@
+"""WF403 dynamic-loop-carry: in a loop whose trip count is not a compile-time constant: a non-additive
+accumulator (`p *= x[j]`, `p = p * f`), or a loop-computed local used after the loop in a non-linear
+way (`s / norm`) — backward does not replay dynamic loops."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model.loop_hazards import dynamic_loop_hazards
+from warpfix.model.reach import kernel_defs, tape_reach
+from warpfix.rules.base import Example, Rule, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+
+
+class DynamicLoopCarry(Rule):
+    id = "WF403"
+    name = "dynamic-loop-carry"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.NONE
+    fix_description = (
+        "make the loop bound static (wp.static / a constant <= max_unroll), or accumulate additively "
+        "(the exponent, for a product of exp) into an array and finish in a second kernel"
+    )
+    doc = RuleDoc(
+        what=(
+            "Flags, in a loop whose trip count is not a compile-time constant, an operation whose "
+            "adjoint needs a value the loop carries across iterations (`p = p * x[j]`, "
+            "`s += w * x[j]` with `w` updated in the loop), and a loop-computed value used "
+            "non-linearly after the loop (`s / norm`)."
+        ),
+        why=(
+            "Backward does not record dynamic loops: it re-runs the iterations in reverse order "
+            "without restoring carried locals, so an adjoint inside the loop reads another value of "
+            "them than the forward pass used, and code after the loop sees their value from before "
+            "the loop. The "
+            "product of `x = [2, 2, 2]` gets gradient `[32, 8, 2]` instead of `[4, 4, 4]`; "
+            "`sum / norm` gets inf. Additive accumulation (`s += f(x[j])`) and static loops are fine."
+        ),
+        example="""
+@wp.kernel
+def product(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    p = float(1.0)
+    for j in range(n):
+        p = p * x[j]
+    out[0] = p
+""",
+        use_instead="""
+@wp.kernel
+def product(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    p = float(1.0)
+    for j in range(wp.static(N)):   # static trip count: unrolled, replayed exactly
+        p = p * x[j]
+    out[0] = p
+""",
+        fix=(
+            "None automatically: the right rewrite depends on the loop (a static bound; an additive "
+            "accumulation stored to an array and used non-linearly only by a later kernel, since the "
+            "same kernel would read it stale after the loop; or per-iteration values in an array)."
+        ),
+    )
+    VALID = [
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def energy(x: wp.array(dtype=float), n: int, damp: float, out: wp.array(dtype=float)):
+    s = float(0.0)
+    v = float(0.0)
+    for j in range(n):
+        s += x[j] * x[j]
+        v = v * damp + x[j]
+    out[0] = s * 0.5 + v
+
+@wp.kernel
+def product3(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    p = float(1.0)
+    for j in range(3):
+        p = p * x[j]
+    out[0] = p
+
+x = wp.ones(3, dtype=float, requires_grad=True)
+out = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(energy, dim=1, inputs=[x, 3, 0.9], outputs=[out])
+    wp.launch(product3, dim=1, inputs=[x], outputs=[out])
+""",
+            note="additive accumulation, linear recurrence, static loop",
+        ),
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def joint_energy(q: wp.array(dtype=float), start: int, n: int, out: wp.array(dtype=float)):
+    j = int(0)
+    c = float(0.0)
+    for i in range(n):
+        j = start + i
+        c = wp.sin(q[j])
+        wp.atomic_add(out, 0, c * c)
+
+q = wp.ones(8, dtype=float, requires_grad=True)
+out = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(joint_energy, dim=1, inputs=[q, 2, 4], outputs=[out])
+""",
+            note="locals rebound at the top of every iteration are not carried: backward replays the body",
+        ),
+    ]
+    INVALID = [
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def product(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    p = float(1.0)
+    for j in range(n):
+        p = p * x[j]  # expect: WF403
+    out[0] = p
+
+@wp.kernel
+def normalized(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    s = float(0.0)
+    norm = float(0.0)
+    for j in range(x.shape[0]):
+        s += x[j]
+        norm += x[j] * x[j]
+    out[0] = s / wp.sqrt(norm)  # expect: WF403
+
+x = wp.ones(3, dtype=float, requires_grad=True)
+out = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(product, dim=1, inputs=[x, 3], outputs=[out])
+    wp.launch(normalized, dim=1, inputs=[x], outputs=[out])
+""",
+        ),
+        Example(
+            """
+import warp as wp
+
+@wp.kernel
+def snap(p: wp.array(dtype=float), q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    best = float(1.0e10)
+    k = int(0)
+    for j in range(q.shape[0]):
+        d = (p[i] - q[j]) * (p[i] - q[j])
+        if d < best:
+            best = d
+            k = j
+    wp.atomic_add(loss, 0, (p[i] - q[k]) * (p[i] - q[k]))  # expect: WF403
+
+p = wp.ones(4, dtype=float, requires_grad=True)
+q = wp.ones(8, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(snap, dim=4, inputs=[p, q], outputs=[loss])
+""",
+            note="an index chosen in a dynamic loop and used after it",
+        ),
+    ]
+
+    def check(self, project: Project) -> Iterator[Finding]:
+        reach = tape_reach(project)
+        for kd, src, fn in kernel_defs(project, "kernel", "func"):
+            severity = reach.severity(kd, self.severity)
+            if severity is None:
+                continue
+            for h in dynamic_loop_hazards(src, kd, fn):
+                code = ast.unparse(h.node)
+                loop_line = h.loop.lineno
+                if h.operand is h.node:
+                    when = "after" if h.after else "inside"
+                    why = (
+                        f"`{code}` {when} the dynamic loop at line {loop_line} is addressed by `{h.carried}`, "
+                        f"which that loop carries; backward does not restore `{h.carried}`, so the adjoint "
+                        f"goes to another element than the forward pass read"
+                    )
+                elif h.after:
+                    why = (
+                        f"`{h.carried}` is computed by the dynamic loop at line {loop_line}; backward does "
+                        f"not replay that loop before this code, so the adjoint of `{code}` reads "
+                        f"`{h.carried}` as it was before the loop"
+                    )
+                else:
+                    why = (
+                        f"the adjoint of `{code}` reads `{h.carried}`, which the dynamic loop at line "
+                        f"{loop_line} carries from one iteration to the next; backward re-runs the iterations "
+                        f"in reverse order without restoring `{h.carried}`, so it reads another value than "
+                        f"the forward pass used"
+                    )
+                yield self.finding(
+                    src.span(h.stmt),
+                    f"in {kd.kind} `{kd.name}`: {why}",
+                    severity=severity,
+                    data={
+                        "kernel": kd.name,
+                        "carried": h.carried,
+                        "loop_line": loop_line,
+                        "after_loop": h.after,
+                    },
+                    related=((src.span(h.loop), "dynamic loop (trip count not a compile-time constant)"),),
+                )
