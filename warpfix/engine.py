@@ -41,9 +41,8 @@ class CheckResult:
     sources: dict[str, str] = field(default_factory=dict)  # checked files that may hold findings
     cached: bool = False
     skipped: dict[str, int] = field(default_factory=dict)  # files not checked, by reason
-    # some trace records a kernel launch on a tape (kernel rules then stay silent on untaped
-    # kernels project-wide: :class:`warpfix.rules.wf4_kernel_lang.TapeReach`)
-    records_launch: bool = False
+    # the model's two project-wide switches (see :func:`recording`)
+    recording: tuple[bool, bool] = (False, False)
 
 
 class UsageError(Exception):
@@ -330,19 +329,26 @@ def check_sources(
         project = build_checked(files, warp_version or installed_warp_version(), errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()},
-                       records_launch=records_launch(project))
+                       recording=recording(project))
 
 
-def records_launch(project: Project) -> bool:
-    """Whether a trace of ``project`` records a kernel launch on a tape (what
-    ``TapeReach.recorded_launches`` is computed from)."""
-    return any(ev.kind == "launch" and ev.recorded and ev.kernel is not None
-               for trace in project.traces for ev in trace.events)
+def recording(project: Project) -> tuple[bool, bool]:
+    """Whether a trace of ``project`` records a kernel launch on a tape, and whether it records
+    anything: the project-wide switches of the model (``TapeReach.recorded_launches``: kernel rules
+    stay silent on untaped kernels; ``TapedIndex.any_recorded``: untraced code counts as taped)."""
+    anything = False
+    for trace in project.traces:
+        for ev in trace.events:
+            if ev.recorded:
+                anything = True
+                if ev.kind == "launch" and ev.kernel is not None:
+                    return True, True
+    return False, anything
 
 
-def sources_record_launch(sources: dict[str, str], parse_cache: ParseCache | None = None,
-                          warp_version: tuple[int, ...] | None = None) -> bool:
-    """:func:`records_launch` of the model of in-memory sources (no rule runs)."""
+def sources_recording(sources: dict[str, str], parse_cache: ParseCache | None = None,
+                      warp_version: tuple[int, ...] | None = None) -> tuple[bool, bool]:
+    """:func:`recording` of the model of in-memory sources (no rule runs)."""
     parse = parse_cache.parse if parse_cache is not None else parse_file
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
@@ -354,7 +360,7 @@ def sources_record_launch(sources: dict[str, str], parse_cache: ParseCache | Non
                     files[path] = parsed
         _follow_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
-        return records_launch(project)
+        return recording(project)
 
 
 def check_paths(

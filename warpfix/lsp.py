@@ -55,7 +55,7 @@ from warpfix.engine import (
     check_sources,
     parse_file,
     read_source,
-    sources_record_launch,
+    sources_recording,
 )
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.source import SourceFile
@@ -478,26 +478,27 @@ def _related(open_docs: Mapping[str, str], neighbours: Mapping[str, str], parse:
     return {p: t for p, t in neighbours.items() if p in joined}
 
 
-_OTHERS_RECORD: OrderedDict[str, bool] = OrderedDict()  # content key -> records a taped launch
+_OTHERS_RECORD: OrderedDict[str, tuple[bool, bool]] = OrderedDict()  # content key -> recording()
 _OTHERS_RECORD_SIZE = 64
 _FOLDER_DECIDES: set[tuple[str, ...]] = set()  # open documents linted with their whole folder
 
 
-def _others_record_launch(others: Mapping[str, str], parse_cache: ParseCache | None) -> bool:
-    """Whether the neighbours left out of the project record a launch on a tape, computed once
-    per content of those files (they do not import the documents, so editing a document cannot
-    change it); only the lint worker thread calls this."""
+def _decided_by(own: tuple[bool, bool], others: Mapping[str, str], parse_cache: ParseCache | None) -> bool:
+    """Whether the neighbours left out of the project turn on a project-wide switch (``recording``)
+    that the documents and their related files leave off. What the neighbours record is computed
+    once per content of those files (they do not import the documents, so editing a document
+    cannot change it); only the lint worker thread calls this."""
     h = hashlib.sha256()
     for path in sorted(others):
         h.update(path.encode() + b"\0" + hashlib.sha256(others[path].encode()).digest())
     key = h.hexdigest()
     hit = _OTHERS_RECORD.get(key)
     if hit is None:
-        hit = _OTHERS_RECORD[key] = sources_record_launch(dict(others), parse_cache)
+        hit = _OTHERS_RECORD[key] = sources_recording(dict(others), parse_cache)
         if len(_OTHERS_RECORD) > _OTHERS_RECORD_SIZE:
             _OTHERS_RECORD.popitem(last=False)
     _OTHERS_RECORD.move_to_end(key)
-    return hit
+    return any(theirs and not mine for mine, theirs in zip(own, hit, strict=True))
 
 
 @dataclass
@@ -525,9 +526,10 @@ def lint_snapshot(snap: _Snapshot) -> _Lint:
         result = check({**neighbours, **snap.sources})
     else:
         result = check({**related, **snap.sources})
-        if not result.records_launch and others and _others_record_launch(others, snap.parse_cache):
+        if others and not all(result.recording) and _decided_by(result.recording, others, snap.parse_cache):
             # A taped launch anywhere in the folder silences the kernel rules on untaped kernels
-            # (TapeReach): the unrelated neighbours decide that, so the whole folder is checked.
+            # (TapeReach), anything taped anywhere makes untraced code count as taped (TapedIndex):
+            # when only the unrelated neighbours flip a switch, the whole folder is checked.
             _FOLDER_DECIDES.add(docs)
             result = check({**neighbours, **snap.sources})
     sources = {**result.sources, **snap.sources}
