@@ -155,8 +155,8 @@ def test_a_taped_launch_in_an_unrelated_neighbour_still_silences_untaped_kernels
     for version in (2, 3):
         got = lsp.lint_snapshot(_snapshot(doc, UNTAPED + f"EDIT = {version}\n", version, cache))
         assert got.documents[uri][0].findings == []
-    # the neighbours' taped launch was found once, then the whole folder checked on each change
+    # the neighbours' taped launch was found once; the document alone is re-analysed per change
     both = ["invert.py", "unrelated_0.py"]
     assert analysed[1:] == [["invert.py"], both,  # alone, then the whole-folder reference
-                            ["invert.py"], ["unrelated_0.py"], both,  # change 1: pruned, neighbours, folder
-                            both]  # change 2: straight to the folder
+                            ["invert.py"], ["unrelated_0.py"], ["invert.py"],  # change 1: again with their switch
+                            ["invert.py"]]  # change 2: their answer is reused

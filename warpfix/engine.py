@@ -309,8 +309,10 @@ def check_sources(
     warp_version: tuple[int, ...] | None = None,
     follow_imports: bool = False,
     parse_cache: ParseCache | None = None,
+    recorded_elsewhere: tuple[bool, bool] = (False, False),
 ) -> CheckResult:
-    """Check in-memory sources (tests, the language server). Paths are used as given."""
+    """Check in-memory sources (tests, the language server). Paths are used as given;
+    ``recorded_elsewhere``: see :attr:`Project.recorded_elsewhere`."""
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
     parse = parse_cache.parse if parse_cache is not None else parse_file
@@ -327,6 +329,7 @@ def check_sources(
         if follow_imports:
             _follow_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
+    project.recorded_elsewhere = recorded_elsewhere
     findings = run_rules(project, select=select, ignore=ignore, config=config)
     return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()},
                        recording=recording(project))

@@ -480,25 +480,22 @@ def _related(open_docs: Mapping[str, str], neighbours: Mapping[str, str], parse:
 
 _OTHERS_RECORD: OrderedDict[str, tuple[bool, bool]] = OrderedDict()  # content key -> recording()
 _OTHERS_RECORD_SIZE = 64
-_FOLDER_DECIDES: set[tuple[str, ...]] = set()  # open documents linted with their whole folder
 
 
-def _decided_by(own: tuple[bool, bool], others: Mapping[str, str], parse_cache: ParseCache | None) -> bool:
-    """Whether the neighbours left out of the project turn on a project-wide switch (``recording``)
-    that the documents and their related files leave off. What the neighbours record is computed
-    once per content of those files (they do not import the documents, so editing a document
-    cannot change it); only the lint worker thread calls this."""
+def _content_key(files: Mapping[str, str]) -> str:
     h = hashlib.sha256()
-    for path in sorted(others):
-        h.update(path.encode() + b"\0" + hashlib.sha256(others[path].encode()).digest())
-    key = h.hexdigest()
-    hit = _OTHERS_RECORD.get(key)
-    if hit is None:
-        hit = _OTHERS_RECORD[key] = sources_recording(dict(others), parse_cache)
-        if len(_OTHERS_RECORD) > _OTHERS_RECORD_SIZE:
-            _OTHERS_RECORD.popitem(last=False)
-    _OTHERS_RECORD.move_to_end(key)
-    return any(theirs and not mine for mine, theirs in zip(own, hit, strict=True))
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + hashlib.sha256(files[path].encode()).digest())
+    return h.hexdigest()
+
+
+def _remember(key: str, recording: tuple[bool, bool]) -> tuple[bool, bool]:
+    """Keep what a set of neighbours records (they do not import the documents, so editing a
+    document cannot change it); only the lint worker thread calls this."""
+    _OTHERS_RECORD[key] = recording
+    if len(_OTHERS_RECORD) > _OTHERS_RECORD_SIZE:
+        _OTHERS_RECORD.popitem(last=False)
+    return recording
 
 
 @dataclass
@@ -514,24 +511,20 @@ def lint_snapshot(snap: _Snapshot) -> _Lint:
     neighbours = _neighbours(list(snap.sources))
     related = _related(snap.sources, neighbours, parse)
 
-    def check(project: dict[str, str]) -> CheckResult:
+    def check(project: dict[str, str], elsewhere: tuple[bool, bool] = (False, False)) -> CheckResult:
         return check_sources(project, select=snap.select, ignore=snap.ignore, config=snap.config,
-                             follow_imports=True, parse_cache=snap.parse_cache)
+                             follow_imports=True, parse_cache=snap.parse_cache, recorded_elsewhere=elsewhere)
 
     others = {p: t for p, t in neighbours.items() if p not in related and p not in snap.sources}
-    docs = tuple(sorted(snap.sources))
-    if docs in _FOLDER_DECIDES and others:
-        # the last lint of these documents found no taped launch of their own: checking them
-        # without their folder again first would only add to the whole folder's cost
-        result = check({**neighbours, **snap.sources})
-    else:
-        result = check({**related, **snap.sources})
-        if others and not all(result.recording) and _decided_by(result.recording, others, snap.parse_cache):
-            # A taped launch anywhere in the folder silences the kernel rules on untaped kernels
-            # (TapeReach), anything taped anywhere makes untraced code count as taped (TapedIndex):
-            # when only the unrelated neighbours flip a switch, the whole folder is checked.
-            _FOLDER_DECIDES.add(docs)
-            result = check({**neighbours, **snap.sources})
+    key = _content_key(others)
+    known = _OTHERS_RECORD.get(key) if others else (False, False)
+    result = check({**related, **snap.sources}, known or (False, False))
+    if known is None and not all(result.recording):
+        # What the unrelated neighbours record on tapes still sets the model's project-wide
+        # switches (Project.recorded_elsewhere); found once per content of those files.
+        theirs = _remember(key, sources_recording(dict(others), snap.parse_cache))
+        if any(t and not mine for mine, t in zip(result.recording, theirs, strict=True)):
+            result = check({**related, **snap.sources}, theirs)
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
     for finding in result.findings:

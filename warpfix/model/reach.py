@@ -92,7 +92,8 @@ def tape_reach(project: Project) -> TapeReach:
         for ev in trace.events:
             if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
                 roots.append(ev.kernel)
-    reach = TapeReach(recorded_launches=bool(roots), no_backward=_backward_disabled_files(project))
+    reach = TapeReach(recorded_launches=bool(roots) or project.recorded_elsewhere[0],
+                      no_backward=_backward_disabled_files(project))
     stack = list(roots)
     while stack:
         kd = stack.pop()
