@@ -41,6 +41,8 @@ class CheckResult:
     sources: dict[str, str] = field(default_factory=dict)  # checked files that may hold findings
     cached: bool = False
     skipped: dict[str, int] = field(default_factory=dict)  # files not checked, by reason
+    # the model's two project-wide switches (see :func:`recording`)
+    recording: tuple[bool, bool] = (False, False)
 
 
 class UsageError(Exception):
@@ -307,8 +309,10 @@ def check_sources(
     warp_version: tuple[int, ...] | None = None,
     follow_imports: bool = False,
     parse_cache: ParseCache | None = None,
+    recorded_elsewhere: tuple[bool, bool] = (False, False),
 ) -> CheckResult:
-    """Check in-memory sources (tests, the language server). Paths are used as given."""
+    """Check in-memory sources (tests, the language server). Paths are used as given;
+    ``recorded_elsewhere``: see :attr:`Project.recorded_elsewhere`."""
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
     parse = parse_cache.parse if parse_cache is not None else parse_file
@@ -325,8 +329,41 @@ def check_sources(
         if follow_imports:
             _follow_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
+    project.recorded_elsewhere = recorded_elsewhere
     findings = run_rules(project, select=select, ignore=ignore, config=config)
-    return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()})
+    return CheckResult(findings, errors, len(sources), {p: s.text for p, s in files.items()},
+                       recording=recording(project))
+
+
+def recording(project: Project) -> tuple[bool, bool]:
+    """Whether a trace of ``project`` records a kernel launch on a tape, and whether it records
+    anything: the project-wide switches of the model (``TapeReach.recorded_launches``: kernel rules
+    stay silent on untaped kernels; ``TapedIndex.any_recorded``: untraced code counts as taped)."""
+    anything = False
+    for trace in project.traces:
+        for ev in trace.events:
+            if ev.recorded:
+                anything = True
+                if ev.kind == "launch" and ev.kernel is not None:
+                    return True, True
+    return False, anything
+
+
+def sources_recording(sources: dict[str, str], parse_cache: ParseCache | None = None,
+                      warp_version: tuple[int, ...] | None = None) -> tuple[bool, bool]:
+    """:func:`recording` of the model of in-memory sources (no rule runs)."""
+    parse = parse_cache.parse if parse_cache is not None else parse_file
+    files: dict[str, SourceFile] = {}
+    errors: list[InputError] = []
+    with _collector_paused():
+        for path, text in sources.items():
+            if _might_matter(text):
+                parsed, _ = parse(path, text)
+                if parsed is not None:
+                    files[path] = parsed
+        _follow_imports(files, errors, parse)
+        project = build_checked(files, warp_version or installed_warp_version(), errors)
+        return recording(project)
 
 
 def check_paths(

@@ -27,11 +27,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import hashlib
 import io
 import os
 import re
 import tokenize
 import traceback
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,8 +47,18 @@ from pygls.workspace import PositionCodec
 
 from warpfix import __version__
 from warpfix.config import Config, ConfigError, load_config
-from warpfix.engine import CheckResult, InputError, ParseCache, check_sources, read_source
+from warpfix.engine import (
+    CheckResult,
+    InputError,
+    ParseCache,
+    ParseFn,
+    check_sources,
+    parse_file,
+    read_source,
+    sources_recording,
+)
 from warpfix.finding import Finding, FixSafety, Severity, Span
+from warpfix.model.source import SourceFile
 from warpfix.report.base import rule_doc_url
 from warpfix.report.diff import line_hunks
 from warpfix.report.fixedits import fix_changes
@@ -421,6 +433,71 @@ def _neighbours(paths: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _module_stem(path: str) -> str:
+    """The last component of the module name ``path`` is imported by (a package: its folder)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
+
+
+def _imported_names(src: SourceFile) -> set[str]:
+    """Every component of every module a file imports, and each imported name (over-inclusive:
+    ``from .sim import step`` gives {"sim", "step"}; ``from . import x`` also the package itself)."""
+    out: set[str] = set()
+    for mod, level, name, _ in src.project_imports:
+        out.update(p for p in mod.split(".") if p)
+        if name and name != "*":
+            out.add(name)
+        if level and not mod:
+            out.add(_module_stem(os.path.join(os.path.dirname(src.path), "__init__.py")))
+    return out
+
+
+def _related(open_docs: Mapping[str, str], neighbours: Mapping[str, str], parse: ParseFn) -> dict[str, str]:
+    """The neighbours joined to the open documents by imports, either way and transitively.
+
+    A neighbour that neither imports an open document nor is imported by one (nor by a file that
+    is, and so on) cannot call the documents' code or be called by it, so it is left out of the
+    project: the folder of a file among 93 unrelated Warp files is not re-interpreted on every
+    change. Parses go through the server's parse cache, so the check that follows reuses them.
+    """
+    names: dict[str, set[str]] = {}
+    for path, text in {**neighbours, **open_docs}.items():
+        parsed, _ = parse(path, text)
+        names[path] = _imported_names(parsed) if parsed is not None else set()
+    joined = set(open_docs)
+    todo = list(open_docs)
+    rest = [p for p in sorted(neighbours) if p not in joined]
+    while todo:
+        path = todo.pop()
+        stem = _module_stem(path)
+        for other in list(rest):
+            if stem in names[other] or _module_stem(other) in names[path]:
+                rest.remove(other)
+                joined.add(other)
+                todo.append(other)
+    return {p: t for p, t in neighbours.items() if p in joined}
+
+
+_OTHERS_RECORD: OrderedDict[str, tuple[bool, bool]] = OrderedDict()  # content key -> recording()
+_OTHERS_RECORD_SIZE = 64
+
+
+def _content_key(files: Mapping[str, str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + hashlib.sha256(files[path].encode()).digest())
+    return h.hexdigest()
+
+
+def _remember(key: str, recording: tuple[bool, bool]) -> tuple[bool, bool]:
+    """Keep what a set of neighbours records (they do not import the documents, so editing a
+    document cannot change it); only the lint worker thread calls this."""
+    _OTHERS_RECORD[key] = recording
+    if len(_OTHERS_RECORD) > _OTHERS_RECORD_SIZE:
+        _OTHERS_RECORD.popitem(last=False)
+    return recording
+
+
 @dataclass
 class _Lint:
     """What one lint produced: per open document its state and diagnostics."""
@@ -430,11 +507,24 @@ class _Lint:
 
 def lint_snapshot(snap: _Snapshot) -> _Lint:
     """Check every document of the snapshot; the diagnostics of each open document."""
-    project = {**_neighbours(list(snap.sources)), **snap.sources}
-    result: CheckResult = check_sources(
-        project, select=snap.select, ignore=snap.ignore, config=snap.config, follow_imports=True,
-        parse_cache=snap.parse_cache,
-    )
+    parse = snap.parse_cache.parse if snap.parse_cache is not None else parse_file
+    neighbours = _neighbours(list(snap.sources))
+    related = _related(snap.sources, neighbours, parse)
+
+    def check(project: dict[str, str], elsewhere: tuple[bool, bool] = (False, False)) -> CheckResult:
+        return check_sources(project, select=snap.select, ignore=snap.ignore, config=snap.config,
+                             follow_imports=True, parse_cache=snap.parse_cache, recorded_elsewhere=elsewhere)
+
+    others = {p: t for p, t in neighbours.items() if p not in related and p not in snap.sources}
+    key = _content_key(others)
+    known = _OTHERS_RECORD.get(key) if others else (False, False)
+    result = check({**related, **snap.sources}, known or (False, False))
+    if known is None and not all(result.recording):
+        # What the unrelated neighbours record on tapes still sets the model's project-wide
+        # switches (Project.recorded_elsewhere); found once per content of those files.
+        theirs = _remember(key, sources_recording(dict(others), snap.parse_cache))
+        if any(t and not mine for mine, t in zip(result.recording, theirs, strict=True)):
+            result = check({**related, **snap.sources}, theirs)
     sources = {**result.sources, **snap.sources}
     by_path: dict[str, list[Finding]] = {p: [] for p in snap.sources}
     for finding in result.findings:

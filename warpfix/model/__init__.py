@@ -34,6 +34,9 @@ class Project:
     warp_version: tuple[int, ...] = (1, 19, 0)
     kernels: list[KernelDef] = field(default_factory=list)
     library: LibraryIndex | None = None  # installed packages whose calls replay effect summaries
+    # files left out of the model (an editor's unrelated neighbours) record (a kernel launch, anything)
+    # on a tape: the project-wide switches of TapeReach and TapedIndex, as if they were in it
+    recorded_elsewhere: tuple[bool, bool] = (False, False)
 
     @cached_property
     def _kernels_by_name(self) -> dict[str, list[KernelDef]]:

@@ -96,7 +96,7 @@ def tape_reach(project: Project) -> TapeReach:
         for ev in trace.events:
             if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
                 roots.append(ev.kernel)
-    reach = TapeReach(recorded_launches=bool(roots) or context_records(project),
+    reach = TapeReach(recorded_launches=bool(roots) or project.recorded_elsewhere[0] or context_records(project),
                       no_backward=_backward_disabled_files(project))
     stack = list(roots)
     while stack:

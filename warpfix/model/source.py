@@ -53,16 +53,23 @@ def _imports(nodes: list[ast.AST]) -> tuple[WarpNames, list[tuple[str, int, str 
 
 
 def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
-    """All nodes (breadth-first, like ``ast.walk``) and each node's parent, in one pass."""
+    """All nodes (breadth-first, in ``ast.walk`` order) and each node's parent, in one pass. Reads
+    each node's ``_fields`` directly: ``ast.iter_child_nodes`` costs twice as much (two generators
+    per node), and this walk runs over every node of every file."""
     nodes: list[ast.AST] = [tree]
     parents: dict[int, ast.AST] = {}
-    i = 0
-    while i < len(nodes):
-        node = nodes[i]
-        i += 1
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-            nodes.append(child)
+    append = nodes.append
+    for node in nodes:  # grows while it is read: breadth first
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = node
+                        append(child)
+            elif isinstance(value, ast.AST):
+                parents[id(value)] = node
+                append(value)
     return nodes, parents
 
 

@@ -33,7 +33,7 @@ class TapedIndex:
         self.project = project
         self.taped_kernels = self._taped_kernels()
         self.host_lines: dict[tuple[str, int], bool] = {}  # (path, line) -> taped at some run
-        self.any_recorded = False
+        self.any_recorded = project.recorded_elsewhere[1]
         for trace in project.traces:
             self._scan(trace.events)
         self.any_recorded = self.any_recorded or context_records(project)
