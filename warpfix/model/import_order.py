@@ -11,28 +11,8 @@ other cross-file look-ups do; imports inside functions are not module-level and 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 
 from warpfix.model.source import SourceFile
-
-
-def _imported_files(files: Iterable[SourceFile], node: ast.Import | ast.ImportFrom) -> list[SourceFile]:
-    """The project files an import statement loads (the module, and submodules named by ``from``)."""
-    names: list[str] = []
-    if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-    else:
-        if node.module:
-            names.append(node.module)
-        names.extend(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)
-    out: list[SourceFile] = []
-    for src in files:
-        if not src.module_name:
-            continue
-        leaf = src.module_name.rpartition(".")[2]
-        if any(n == src.module_name or n.rpartition(".")[2] == leaf for n in names) and src not in out:
-            out.append(src)
-    return out
 
 
 def _module_imports(src: SourceFile) -> list[ast.Import | ast.ImportFrom]:
@@ -50,37 +30,78 @@ def _module_imports(src: SourceFile) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
-def executed_before(files: dict[str, SourceFile], src: SourceFile, line: int) -> set[str]:
-    """Paths of the project modules whose module-level code has run when ``src``'s import reaches
-    ``line``: the modules it imports above that line, and those they import, transitively."""
-    done: set[str] = set()
-    todo = [imp for imp in _module_imports(src) if imp.lineno < line]
-    while todo:
-        imp = todo.pop()
-        for other in _imported_files(files.values(), imp):
-            if other.path in done or other.path == src.path:
-                continue
-            done.add(other.path)
-            todo.extend(_module_imports(other))
-    return done
+def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    names = [node.module] if node.module else []
+    names.extend(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)
+    return names
 
 
-def runs_before(files: dict[str, SourceFile], first: SourceFile, first_line: int, second: SourceFile,
-                second_line: int) -> bool:
-    """Whether module-level line ``first_line`` of ``first`` runs before line ``second_line`` of
-    ``second`` in some import order the project has: both in one file in that order; ``second``
-    imports ``first`` (transitively) above that line; or a module imports ``first`` (transitively)
-    before an import that loads ``second``, or itself sets it before importing ``second``."""
-    if first.path == second.path:
-        return first_line < second_line
-    if first.path in executed_before(files, second, second_line):
-        return True
-    for importer in files.values():
-        for imp in _module_imports(importer):
-            if all(f.path != second.path for f in _imported_files(files.values(), imp)):
+class ImportOrder:
+    """The import graph of one project's files (built once; queries are memoised)."""
+
+    def __init__(self, files: dict[str, SourceFile]) -> None:
+        by_name: dict[str, list[str]] = {}
+        for src in files.values():
+            if src.module_name:
+                by_name.setdefault(src.module_name, []).append(src.path)
+                leaf = src.module_name.rpartition(".")[2]
+                if leaf != src.module_name:
+                    by_name.setdefault(leaf, []).append(src.path)
+        # path -> [(line, paths the import loads)], module-level imports in order
+        self.imports: dict[str, list[tuple[int, list[str]]]] = {}
+        for src in files.values():
+            rows = []
+            for imp in _module_imports(src):
+                loaded: list[str] = []
+                for name in _names(imp):
+                    for key in (name, name.rpartition(".")[2]):
+                        loaded.extend(p for p in by_name.get(key, ()) if p not in loaded)
+                if loaded:
+                    rows.append((imp.lineno, loaded))
+            self.imports[src.path] = rows
+        self._before: dict[tuple[str, int], frozenset[str]] = {}
+        self._after: dict[tuple[str, int], frozenset[str]] = {}
+
+    def executed_before(self, path: str, line: int) -> frozenset[str]:
+        """Paths of the project modules whose module-level code has run when the import of ``path``
+        reaches ``line``: the modules it imports above that line, and those they import, transitively."""
+        key = (path, line)
+        hit = self._before.get(key)
+        if hit is not None:
+            return hit
+        done: set[str] = set()
+        todo = [p for ln, loaded in self.imports.get(path, ()) if ln < line for p in loaded]
+        while todo:
+            other = todo.pop()
+            if other in done or other == path:
                 continue
-            if importer.path == first.path and first_line < imp.lineno:
-                return True
-            if first.path in executed_before(files, importer, imp.lineno):
-                return True
-    return False
+            done.add(other)
+            todo.extend(p for _, loaded in self.imports.get(other, ()) for p in loaded)
+        out = self._before[key] = frozenset(done)
+        return out
+
+    def runs_before(self, first: str, first_line: int, second: str, second_line: int) -> bool:
+        """Whether module-level line ``first_line`` of file ``first`` runs before line ``second_line``
+        of ``second`` in some import order the project has: both in one file in that order; ``second``
+        imports ``first`` (transitively) above that line; or a module imports ``first`` (transitively)
+        before an import that loads ``second``, or itself runs that line before importing ``second``."""
+        if first == second:
+            return first_line < second_line
+        return first in self.executed_before(second, second_line) or second in self.loaded_after(first, first_line)
+
+    def loaded_after(self, first: str, first_line: int) -> frozenset[str]:
+        """Files some module imports after line ``first_line`` of ``first`` has run (itself below that
+        line, or after importing ``first`` transitively)."""
+        key = (first, first_line)
+        hit = self._after.get(key)
+        if hit is not None:
+            return hit
+        out: set[str] = set()
+        for importer, rows in self.imports.items():
+            for line, loaded in rows:
+                if (importer == first and first_line < line) or first in self.executed_before(importer, line):
+                    out.update(loaded)
+        found = self._after[key] = frozenset(out)
+        return found

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile
 from warpfix.model.facts import Event, KernelDef
-from warpfix.model.import_order import runs_before
+from warpfix.model.import_order import ImportOrder
 from warpfix.model.tapeflow import line_ref, tape_of, true_reads
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -161,10 +161,11 @@ print(q_next.numpy())
         module_calls = {path: next(_module_option_calls(src), None) for path, src in project.files.items()}
         configs = [(src, stmt) for src in project.files.values() for stmt in _config_assignments(src)]
         disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
+        order = ImportOrder(project.files) if configs else None
         for kernel in project.kernels:
             src = project.files.get(kernel.path)
             if kernel.kind == "kernel" and src is not None:
-                place = _disabling_place(project, src, kernel, module_calls.get(kernel.path), configs)
+                place = _disabling_place(order, src, kernel, module_calls.get(kernel.path), configs)
                 if place is not None:
                     disabled[id(kernel.node)] = place
         places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
@@ -202,7 +203,7 @@ def _taped_launches(project: Project, kernels: dict[int, tuple[Span, str]]) -> I
 
 
 def _disabling_place(
-    project: Project,
+    order: ImportOrder | None,
     src: SourceFile,
     kernel: KernelDef,
     module_call: ast.Call | None,
@@ -218,14 +219,6 @@ def _disabling_place(
     if module_call is not None:
         return src.span(module_call), "module option `enable_backward: False`"
     for other, stmt in configs:
-        if _config_reaches(project, other, stmt, kernel):
+        if order is not None and order.runs_before(other.path, stmt.lineno, kernel.path, kernel.node.lineno):
             return other.span(stmt), "config `wp.config.enable_backward = False`"
     return None
-
-
-def _config_reaches(project: Project, src: SourceFile, stmt: ast.Assign, kernel: KernelDef) -> bool:
-    """Whether the module of ``kernel`` is created after ``stmt`` ran: it is defined later in the same
-    file, its file imports the assignment's module (directly or through other imports) above it, or a
-    module imports the assignment's module before the kernel's (:mod:`warpfix.model.import_order`)."""
-    target = project.files.get(kernel.path)
-    return target is not None and runs_before(project.files, src, stmt.lineno, target, kernel.node.lineno)
