@@ -674,7 +674,7 @@ class Tracer:
             # result is a constant of the window, captured by the snapshot at the next touch
             return run()
         started = time.perf_counter()
-        if tape is not None and self.tape_start is None:
+        if tape is not None and self.tape_start is None and self.window == 0:
             self.checkpoint()
         frame = self.user_frame()
         path, line = self.site()
@@ -717,8 +717,10 @@ class Tracer:
         return result
 
     def checkpoint(self) -> None:
-        """Keep the contents of every array of the window where its first tape begins: FD replays start
-        there (set-up before it, e.g. a model built in ``__init__``, does not depend on what is perturbed)."""
+        """Keep the contents of every array of window 0 where its first tape begins: its FD replays start
+        there (the program's set-up before it, e.g. a model built in ``__init__``, is not part of the
+        iteration). Window 1 starts after an optimizer step and is one iteration: replayed whole, so that
+        forward work the program does before its tape (untaped launches) is judged too."""
         with self.paused():
             self.tape_state = {i.order: self.wp.clone(i.arr, requires_grad=False) for i in self.arrays.values()}
         self.tape_start = len(self.ops)
