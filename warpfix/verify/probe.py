@@ -172,6 +172,7 @@ class Op:
     positions: dict[int, list[tuple[int | None, bool, bool]]] = field(default_factory=dict)
     library: str | None = None  # "path:line" of the library call that made it, when not the program
     replayed: bool = False  # a replay of a captured graph
+    recording: Any = None  # the tape recording when the operation ran (a fill is never recorded, but may run inside one)
 
 
 @dataclass(eq=False)
@@ -711,7 +712,8 @@ class Tracer:
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
         op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
-                positions=positions, library=self.library_site(), replayed=self.replaying is not None)  # fmt: skip
+                positions=positions, library=self.library_site(), replayed=self.replaying is not None,
+                recording=self.wp._src.context.runtime.tape)  # fmt: skip
         self.seconds["trace"] += time.perf_counter() - started
         self.record(op)
         return result
@@ -1338,12 +1340,12 @@ class Tracer:
     @staticmethod
     def overwrite_shape(culprit: Op, info: ArrayInfo, tape: Any) -> str:
         """The static rule that names the shape of an overwrite the probe saw at runtime."""
-        if culprit.tape is not tape:
+        if culprit.tape is not tape and culprit.recording is not tape:
             return "WF303"  # written between the end of recording and the backward
         if culprit.kind in ("copy", "assign"):
             return "WF101"
         if culprit.kind in ("zero", "fill"):
-            return "WF105"
+            return "WF105"  # zeroed or filled while the tape recorded, after a recorded launch read it
         uses = culprit.positions.get(info.order, [])
         if not uses:
             return "WF108"  # written through another array over the same memory
