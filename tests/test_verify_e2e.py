@@ -257,3 +257,12 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path, monkeypatch):
     assert report.error is None, report.error
     assert "the program's own sitecustomize ran" in report.program_output
     assert "Error in sitecustomize" not in report.program_output
+
+
+@pytest.mark.parametrize(("flag", "rule", "where"), [(None, "WF105", "inside"), ("--after", "WF303", "after")])
+def test_zeroing_a_read_array_is_classified_by_where_it_runs(flag, rule, where):
+    # inside the tape block: WF105 (zero-fill-read); after it, before the backward: WF303
+    report = verify("python", "zero_read.py", *([flag] if flag else []))
+    wf902 = [f for f in report.findings if f.rule == "WF902"]
+    want = line_of("zero_read.py", f"a.zero_()  # {where} the tape block")
+    assert [(f.line, f.data["classified_as"]) for f in wf902] == [(want, rule)], wf902

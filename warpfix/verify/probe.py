@@ -172,6 +172,7 @@ class Op:
     positions: dict[int, list[tuple[int | None, bool, bool]]] = field(default_factory=dict)
     library: str | None = None  # "path:line" of the library call that made it, when not the program
     replayed: bool = False  # a replay of a captured graph
+    recording: Any = None  # the tape recording when the operation ran (a fill is never recorded, but may run inside one)
 
 
 @dataclass(eq=False)
@@ -674,7 +675,7 @@ class Tracer:
             # result is a constant of the window, captured by the snapshot at the next touch
             return run()
         started = time.perf_counter()
-        if tape is not None and self.tape_start is None:
+        if tape is not None and self.tape_start is None and self.window == 0:
             self.checkpoint()
         frame = self.user_frame()
         path, line = self.site()
@@ -711,14 +712,17 @@ class Tracer:
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
         op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
-                positions=positions, library=self.library_site(), replayed=self.replaying is not None)  # fmt: skip
+                positions=positions, library=self.library_site(), replayed=self.replaying is not None,
+                recording=self.wp._src.context.runtime.tape)  # fmt: skip
         self.seconds["trace"] += time.perf_counter() - started
         self.record(op)
         return result
 
     def checkpoint(self) -> None:
-        """Keep the contents of every array of the window where its first tape begins: FD replays start
-        there (set-up before it, e.g. a model built in ``__init__``, does not depend on what is perturbed)."""
+        """Keep the contents of every array of window 0 where its first tape begins: its FD replays start
+        there (the program's set-up before it, e.g. a model built in ``__init__``, is not part of the
+        iteration). Window 1 starts after an optimizer step and is one iteration: replayed whole, so that
+        forward work the program does before its tape (untaped launches) is judged too."""
         with self.paused():
             self.tape_state = {i.order: self.wp.clone(i.arr, requires_grad=False) for i in self.arrays.values()}
         self.tape_start = len(self.ops)
@@ -1336,12 +1340,12 @@ class Tracer:
     @staticmethod
     def overwrite_shape(culprit: Op, info: ArrayInfo, tape: Any) -> str:
         """The static rule that names the shape of an overwrite the probe saw at runtime."""
-        if culprit.tape is not tape:
+        if culprit.tape is not tape and culprit.recording is not tape:
             return "WF303"  # written between the end of recording and the backward
         if culprit.kind in ("copy", "assign"):
             return "WF101"
         if culprit.kind in ("zero", "fill"):
-            return "WF105"
+            return "WF105"  # zeroed or filled while the tape recorded, after a recorded launch read it
         uses = culprit.positions.get(info.order, [])
         if not uses:
             return "WF108"  # written through another array over the same memory
