@@ -1225,14 +1225,18 @@ class Tracer:
                 except Exception as exc:  # noqa: BLE001 - one backward that cannot be replayed is not fatal
                     job.entry["note"] = f"FD replay failed: {type(exc).__name__}: {exc}"
             job.record.params.update({i.order: p["verdict"] for i, p in zip(chosen, job.entry["params"], strict=False)})
-            if job.entry["params"] and all(p["verdict"] == judge.PASS for p in job.entry["params"]):
-                for f in job.integrity:  # a real overwrite, but the gradient it feeds agrees with FD
+            verdicts = {p["verdict"] for p in job.entry["params"]}
+            if verdicts and judge.FAIL not in verdicts:
+                if verdicts == {judge.PASS}:  # a real overwrite, but the gradient it feeds agrees with FD
+                    why = (f"FD agrees with autodiff at the backward at {job.path}:{job.line}, so the "
+                           "overwritten values do not change this gradient measurably here")
+                else:  # programs with their own adjoints (tape.record_func) overwrite on purpose
+                    why = (f"FD cannot judge the backward at {job.path}:{job.line} (unreliable), so nothing "
+                           "confirms that the overwritten values reach its gradient")
+                for f in job.integrity:
                     if f.get("severity") is None:
                         f["severity"] = "warning"
-                        f["message"] += (
-                            f"; FD agrees with autodiff at the backward at {job.path}:{job.line}, so the "
-                            "overwritten values do not change this gradient measurably here"
-                        )
+                        f["message"] += f"; {why}"
             self.fd_seconds += time.perf_counter() - started
             self.seconds["fd"] = self.fd_seconds
         self.flush()
