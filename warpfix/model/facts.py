@@ -147,6 +147,7 @@ EventKind = Literal[
     "retain_grad",  # x.retain_grad = True
     "call",  # a call to a non-project function that receives buffers (may read or write them)
     "field_set",  # s.field = value on a @wp.struct instance (reads: the struct, writes: the new field value)
+    "capture_launch",  # wp.capture_launch(g) of a graph whose captured body (not run by the model) backs off a tape
 ]
 
 

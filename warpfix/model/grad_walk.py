@@ -64,6 +64,9 @@ def walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, _GradState]
             if ev.kind == "tape_reset":
                 recordings.pop(ev.tape, None)
                 pending.pop(ev.tape, None)
+        elif ev.kind == "capture_launch":  # a replayed backward the model did not follow: state unknown
+            for st in states.values():
+                st.backward, st.consumed, st.zeroed = None, None, None
         elif ev.kind == "grad_zero":
             for buf in ev.writes:
                 if buf.grad_of is not None and buf.grad_of.root().id in states:

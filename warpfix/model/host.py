@@ -413,6 +413,7 @@ class HostInterpreter:
         self.events = []
         self.loops = {}
         self.tapes = []
+        self.captured_backward = False  # a skipped graph-capture body called .backward(): its launches replay it
         self.loop_stack = []
         self.branch_stack = []
         self.call_stack = []
@@ -679,6 +680,9 @@ class HostInterpreter:
             for item in s.items:
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
+            self.captured_backward = self.captured_backward or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+                for n in ast.walk(s))
             return
         if len(s.items) == 1 and self.generator_with(s, frame, module_level):
             return
@@ -1417,6 +1421,11 @@ class HostInterpreter:
             return self.launch(e, frame)
         if name in _ALLOC or name in _ALLOC_LIKE or name == "clone":
             return self.allocation(name, e, frame)
+        if name == "capture_launch" and self.captured_backward:
+            for a in e.args:
+                self.eval(a, frame)
+            self.emit("capture_launch", e, src)
+            return self.new("None", "const")
         if name == "copy":
             args = [self.eval(a, frame) for a in e.args]
             dst = args[0] if args else (self.eval(kw["dest"], frame) if "dest" in kw else None)

@@ -107,6 +107,22 @@ for it in range(20):
 """,
             note="taking a reference to .grad before the loop reads nothing",
         ),
+        Example(
+            KERNELS
+            + """
+tape = wp.Tape()
+with tape:
+    wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+    wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+tape.zero()
+with wp.ScopedCapture() as capture:
+    tape.backward(loss)
+wp.capture_launch(capture.graph)
+print("gradient", w.grad.numpy())
+""",
+            note="the graph launch replays the captured backward: the read sees its gradient",
+        ),
     ]
     INVALID = [
         Example(
