@@ -13,10 +13,12 @@
   request itself for a client that cannot resolve edits; never for an action not asked for.
 - Hover over a finding shows its rule's documentation.
 
-The open Python documents of the editor are checked together with the other Python files of
-their folders and the project modules they import (both read from disk), so findings and
-fixes that span files (a kernel and its launch sites) work; diagnostics are published for the
-open documents.
+The open Python documents of the editor are checked together with the Python files of their
+folders joined to them by imports (either way, transitively) and the project modules they
+import (both read from disk), so findings and fixes that span files (a kernel and its launch
+sites) work; diagnostics are published for the open documents. The other files of the folders
+are not re-analysed on each change: what they record on tapes, which sets the model's
+project-wide switches, is computed once per content of those files.
 Configuration is the nearest ``[tool.warpfix]``; the client may add ``select``/``ignore``
 lists as initialization options. A file that does not parse shows one error diagnostic; an
 internal error is logged to the client and never stops the server.

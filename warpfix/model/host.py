@@ -1669,7 +1669,8 @@ def _callbacks(src: SourceFile, fn: ast.FunctionDef, params: list[str]) -> list[
     value itself), read from the source (the parameter's name, wherever it is used), in line order."""
     found: list[tuple[int, int, Op]] = []
     names = set(params)
-    for node in src.nodes_of(ast.Call):
+    # only calls inside ``fn`` can have it as their innermost function (not every call of the file)
+    for node in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
         f = node.func
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in names:
             root, method = f.value.id, f.attr
