@@ -105,6 +105,20 @@ def test_sub_folder_reports_what_its_parent_reports(tmp_path: Path, monkeypatch:
         assert _under(check_paths(given, use_cache=False).findings, pkg / sub) == parent, sub
 
 
+def test_a_tape_the_model_cannot_follow_decides_alike_for_parent_and_sub_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainer launches through a table the model does not resolve: no launch is seen recorded
+    in either run, yet the package creates a tape, so neither run warns about the untaped kernel."""
+    pkg = _tree(tmp_path)
+    (pkg / "sim" / "fit.py").unlink()
+    (pkg / "train.py").write_text(TRAIN.replace("wp.launch(square,", "wp.launch(KERNELS[0],")
+                                  + "\n\nKERNELS = [square]\n")
+    monkeypatch.chdir(tmp_path)
+    parent = _under(check_paths(["pkg"], use_cache=False).findings, pkg / "geo")
+    assert parent == _under(check_paths(["pkg/geo"], use_cache=False).findings, pkg / "geo") == []
+
+
 def test_without_an_enclosing_package_a_tapeless_folder_is_a_library(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``__init__.py``: the given folder is the whole program. ``geo`` records nothing, so its

@@ -9,8 +9,10 @@ records gets at most a warning (RULES.md) and no automatic edit.
 Whether the program records on a tape at all decides how code no visible tape reaches is
 reported (the reach policy of the kernel-body rules, and the fallback for host statements the
 model did not trace). So that this does not depend on which paths were given, the program of a
-file inside a package is its top-most enclosing package: ``check pkg/geometry`` sees that
-``pkg/train.py`` records on a tape, as ``check pkg`` does (:func:`context_records`).
+file inside a package is its top-most enclosing package: it records on a tape when a file of
+that package creates one (``Tape(`` in its text), given or not, even where the model cannot
+follow that tape's launches; ``check pkg/geometry`` and ``check pkg`` decide alike
+(:func:`context_records`).
 """
 
 from __future__ import annotations
@@ -159,9 +161,9 @@ def _uses_tape(path: str) -> bool:
 
 
 def context_records(project: Project) -> bool:
-    """Whether a file the check was not given, in the top-most package enclosing one it was given,
-    creates a tape (computed once per project). Such a program records on a tape even when none
-    of the given files does."""
+    """Whether a file of the top-most package enclosing a checked file creates a tape, given or
+    not (computed once per project). Such a program records on a tape even when the model sees
+    no launch recorded: ``check pkg`` and ``check pkg/geometry`` then decide alike."""
     for ref, cached in _CONTEXT_CACHE:
         if ref() is project:
             return cached
@@ -172,15 +174,12 @@ def context_records(project: Project) -> bool:
 
 def paths_context_records(paths: Iterable[str]) -> bool:
     """:func:`context_records` for the checked files ``paths`` (``Tape(`` in the text of a file of
-    their packages that is not one of them); part of the result cache's key."""
-    paths = list(paths)
-    given = {os.path.realpath(p) for p in paths}
-    for root in sorted({r for r in map(package_root, paths) if r is not None}):
+    their packages); part of the result cache's key."""
+    for root in sorted({r for r in map(package_root, list(paths)) if r is not None}):
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
             for name in filenames:
-                path = os.path.join(dirpath, name)
-                if name.endswith(".py") and os.path.realpath(path) not in given and _uses_tape(path):
+                if name.endswith(".py") and _uses_tape(os.path.join(dirpath, name)):
                     return True
     return False
 
