@@ -228,3 +228,66 @@ external_helper(y)
     (trace,) = build_project({"prog.py": src}, library=index).traces
     calls = [ev.detail.get("callee") for ev in trace.events if ev.kind == "call"]
     assert sorted(set(calls)) == ["external_helper", "print"]
+
+
+_FLAG_LOOP = '''
+import warp as wp
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * k[0]
+
+k = wp.ones(1, dtype=float, requires_grad=True)
+for requires_grad in (False, True):
+    x = wp.ones(4, dtype=float, requires_grad=requires_grad)
+    y = wp.zeros(4, dtype=float, requires_grad=requires_grad)
+    if requires_grad:
+        with wp.Tape() as tape:
+            wp.launch(scale, dim=4, inputs=[x, k], outputs=[y])
+        tape.backward(grads={y: wp.ones(4, dtype=float)})
+        print(k.grad.numpy())
+    else:
+        wp.launch(scale, dim=4, inputs=[x, k], outputs=[y])
+'''
+
+
+def test_a_branch_on_a_literal_loop_flag_takes_its_arm(index: LibraryIndex) -> None:
+    """newton's tests/test_solver_xpbd.py: ``for requires_grad in (False, True): if requires_grad:``
+    records and backs off once; running the taped arm in both iterations was a false WF301."""
+    assert _errors(_check(_FLAG_LOOP, index)) == []
+    twice = _FLAG_LOOP.replace("(False, True)", "(True, True)")
+    assert _errors(_check(twice, index), "WF301") == [("WF301", _line(twice, "tape.backward"))]
+
+
+_SAME_PTR = '''
+import warp as wp
+
+@wp.kernel
+def step(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * k[0]
+
+def solve(x_in, x_out, k, tmp):
+    result = x_out
+    wp.launch(step, dim=4, inputs=[x_in, k], outputs=[result])
+    wp.launch(step, dim=4, inputs=[result, k], outputs=[tmp])
+    if result.ptr != x_out.ptr:
+        x_out.assign(result)
+
+k = wp.ones(1, dtype=float, requires_grad=True)
+a = wp.ones(4, dtype=float, requires_grad=True)
+b = wp.zeros(4, dtype=float, requires_grad=True)
+c = wp.zeros(4, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    solve(a, b, k, c)
+tape.backward(grads={c: wp.ones(4, dtype=float)})
+'''
+
+
+def test_a_copy_guarded_by_a_same_pointer_test_is_not_run(index: LibraryIndex) -> None:
+    """newton's SolverXPBD.step copies its result into state_out only ``if particle_q.ptr !=
+    state_out.particle_q.ptr``: with one buffer on both sides the self-assign never runs (was WF101)."""
+    assert _errors(_check(_SAME_PTR, index)) == []
+    unguarded = _SAME_PTR.replace("    if result.ptr != x_out.ptr:\n        x_out", "    x_out")
+    assert _errors(_check(unguarded, index), "WF101") == [("WF101", _line(unguarded, "x_out.assign"))]

@@ -462,6 +462,10 @@ class HostInterpreter:
             if module_level and _is_main_guard(s.test):
                 self.block(s.body, frame, module_level)
                 return
+            known = self.known_flag(s.test, frame)
+            if known is not None:  # ``if requires_grad:`` inside ``for requires_grad in (False, True)``
+                self.block(s.body if known else s.orelse, frame, module_level)
+                return
             self.eval(s.test, frame)
             if_id = next(self.ids)
             for arm, body in ((0, s.body), (1, s.orelse)):
@@ -898,6 +902,39 @@ class HostInterpreter:
         a, b = left.value, right.value
         return {ast.Eq: a == b, ast.NotEq: a != b, ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b,  # type: ignore[operator]
                 ast.GtE: a >= b}.get(type(test.ops[0]))  # type: ignore[operator]
+
+    def known_flag(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """The truth of ``name`` / ``not name`` when the name holds a literal bool or a known int (a
+        loop over ``(False, True)``, ``flag = True``); None otherwise. Only local names: an attribute
+        may be set where the model does not look."""
+        same = self.same_buffer_test(test, frame)
+        if same is not None:
+            return same
+        negate = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        name = test.operand if negate else test  # type: ignore[attr-defined]
+        if not isinstance(name, ast.Name) or name.id not in frame.locals:
+            return None
+        v = frame.locals[name.id]
+        if v.kind == "const" and isinstance(v.value, bool) or v.kind == "int" and isinstance(v.value, int):
+            return (not v.value) if negate else bool(v.value)
+        return None
+
+    def same_buffer_test(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """``a.ptr != b.ptr`` / ``a is not b`` (and ``==`` / ``is``) when both sides are one buffer (a
+        solver copying its result only when it went elsewhere); None when not known: two different
+        buffers may still share memory."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))):
+            return None
+        sides = [test.left, test.comparators[0]]
+        if all(isinstance(x, ast.Attribute) and x.attr == "ptr" for x in sides):
+            sides = [x.value for x in sides]  # type: ignore[attr-defined]
+        elif isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+            return None
+        a, b = (self.eval(x, frame) for x in sides)
+        if a.buf is None or b.buf is None or a.buf.root().id != b.buf.root().id or a.buf.view_of or b.buf.view_of:
+            return None
+        return isinstance(test.ops[0], (ast.Eq, ast.Is))
 
     def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
         """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
