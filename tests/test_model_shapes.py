@@ -291,3 +291,38 @@ def test_a_copy_guarded_by_a_same_pointer_test_is_not_run(index: LibraryIndex) -
     assert _errors(_check(_SAME_PTR, index)) == []
     unguarded = _SAME_PTR.replace("    if result.ptr != x_out.ptr:\n        x_out", "    x_out")
     assert _errors(_check(unguarded, index), "WF101") == [("WF101", _line(unguarded, "x_out.assign"))]
+
+
+_PING_PONG = '''
+import warp as wp
+
+@wp.kernel
+def step(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * k[0]
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i])
+
+k = wp.ones(1, dtype=float, requires_grad=True)
+states = [wp.ones(4, dtype=float, requires_grad=True) for _ in range(6)]
+states = [states[0]] + [states[1 + i % 2] for i in range(len(states) - 1)]
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    for t in range(3):
+        wp.launch(step, dim=4, inputs=[states[t], k], outputs=[states[t + 1]])
+    wp.launch(total, dim=4, inputs=[states[3]], outputs=[loss])
+tape.backward(loss)
+'''
+
+
+def test_a_state_list_rebuilt_from_two_buffers_in_turn_is_a_ping_pong(index: LibraryIndex) -> None:
+    """The mutation benchmark's ping-pong (``[s[0]] + [s[1 + i % 2] for i in range(len(s) - 1)]``):
+    ``len`` of a known list, list concatenation and the comprehension's index per element."""
+    step = _line(_PING_PONG, "wp.launch(step")
+    assert ("WF104", step) in _errors(_check(_PING_PONG, index))
+    fresh = _PING_PONG.replace("states = [states[0]] + [states[1 + i % 2] for i in range(len(states) - 1)]\n", "")
+    assert _errors(_check(fresh, index)) == []

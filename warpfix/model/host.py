@@ -42,6 +42,7 @@ _ALLOC_LIKE = {"zeros_like", "empty_like", "ones_like", "full_like"}
 _PURE_BUILTINS = frozenset({"len", "range", "isinstance", "issubclass", "str", "repr", "type", "id",
                             "hash", "hasattr", "getattr", "callable", "enumerate", "zip", "iter"})
 _LAUNCH = {"launch", "launch_tiled"}
+MAX_CONCAT = 1024  # ``a + b`` of lists with known lengths is followed element by element up to this length
 
 
 @dataclass(eq=False)
@@ -59,6 +60,7 @@ class Val:
     value: object = None  # int/const payload
     tape: int | None = None
     factory: tuple[ast.expr, dict[str, Val], SourceFile] | None = None  # lazy list elements
+    factory_var: str | None = None  # ``[f(i) for i in range(n)]``: the name bound to each element's index
     fresh: bool = False  # produced by an allocation / constructor seen in the project
     length: int | None = None  # lists whose length is known (literals, appends, range(N) comprehensions)
     is_struct: bool = False  # an instance of a project @wp.struct
@@ -180,6 +182,8 @@ class HostInterpreter:
             if obj.factory is not None:
                 expr, env, src = obj.factory
                 frame = _Frame(src, dict(env))
+                if obj.factory_var is not None and key.isdigit():
+                    frame.locals[obj.factory_var] = self.new(obj.factory_var, "int", value=int(key))
                 saved = self.events
                 self.events = []  # building a lazy element records nothing
                 try:
@@ -837,6 +841,8 @@ class HostInterpreter:
                 n = self.eval(gen.iter.args[0], frame)
                 if n.kind == "int" and isinstance(n.value, int):
                     v.length = n.value
+                    if isinstance(gen.target, ast.Name):
+                        v.factory_var = gen.target.id
             return v
         if isinstance(e, ast.Dict):
             v = self.new("dict", "list")
@@ -852,6 +858,14 @@ class HostInterpreter:
                 r = _binop(e.op, left.value, right.value)
                 if r is not None:
                     return self.new(_text(e), "int", value=r)
+            if (isinstance(e.op, ast.Add) and left.kind == right.kind == "list" and left.length is not None
+                    and right.length is not None and left.length + right.length <= MAX_CONCAT):
+                v = self.new("list", "list", length=left.length + right.length)  # ``[s0] + [s[i] for i in ...]``
+                for k in range(left.length):
+                    v.items[str(k)] = self.item(left, str(k))
+                for k in range(right.length):
+                    v.items[str(left.length + k)] = self.item(right, str(k))
+                return v
             if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
                 v = self.new("list", "list")
                 only = left.items["0"]
@@ -996,6 +1010,9 @@ class HostInterpreter:
             return self.construct(callee, args, kwargs, e, src)
         if callee.kind == "struct":
             return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
+        if (isinstance(e.func, ast.Name) and e.func.id == "len" and callee.kind == "unknown" and len(args) == 1
+                and args[0].kind == "list" and args[0].length is not None):
+            return self.new("len()", "int", value=args[0].length)
         if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
             return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)
