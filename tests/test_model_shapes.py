@@ -326,3 +326,42 @@ def test_a_state_list_rebuilt_from_two_buffers_in_turn_is_a_ping_pong(index: Lib
     assert ("WF104", step) in _errors(_check(_PING_PONG, index))
     fresh = _PING_PONG.replace("states = [states[0]] + [states[1 + i % 2] for i in range(len(states) - 1)]\n", "")
     assert _errors(_check(fresh, index)) == []
+
+
+_MAYBE_LAUNCH = '''
+import warp as wp
+
+@wp.kernel
+def clamp(q: wp.array(dtype=float), q_max: float):
+    i = wp.tid()
+    q[i] = wp.min(q[i], q_max)
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i])
+
+class Solver:
+    def step(self, model, q):
+        if model.clamp_count:
+            wp.launch(clamp, dim=4, inputs=[q, 1.0])
+
+def run(model, solver):
+    q = wp.ones(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        solver.step(model, q)
+        wp.launch(total, dim=4, inputs=[q], outputs=[loss])
+    tape.backward(loss)
+'''
+
+
+def test_a_launch_under_an_undecided_if_of_a_called_solver_is_not_known_taped(index: LibraryIndex) -> None:
+    """newton's tests tape SolverXPBD.step on a model without tendons: the tendon and restitution
+    kernels under ``if model.tendon_count:`` may never run on that tape (were 19 errors on newton);
+    the same launch made unconditionally is taped."""
+    findings = _check(_MAYBE_LAUNCH, index)
+    assert [(f.rule, f.severity, f.data.get("taped")) for f in findings if f.rule == "WF106"] == [
+        ("WF106", Severity.WARNING, False)]
+    sure = _MAYBE_LAUNCH.replace("        if model.clamp_count:\n            wp.launch", "        wp.launch")
+    assert [(f.rule, f.severity) for f in _check(sure, index) if f.rule == "WF106"] == [("WF106", Severity.ERROR)]

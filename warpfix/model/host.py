@@ -418,6 +418,8 @@ class HostInterpreter:
         self.loops = {}
         self.tapes = []
         self.captured_backward = False  # a skipped graph-capture body called .backward(): its launches replay it
+        self.if_depth: dict[int, int] = {}  # if-statement id -> call depth where it runs
+        self.scope_depth: dict[int, int] = {}  # tape scope instance -> call depth of its with-statement
         self.loop_stack = []
         self.branch_stack = []
         self.call_stack = []
@@ -472,6 +474,7 @@ class HostInterpreter:
                 return
             self.eval(s.test, frame)
             if_id = next(self.ids)
+            self.if_depth[if_id] = len(self.call_stack)
             for arm, body in ((0, s.body), (1, s.orelse)):
                 if not body:
                     continue
@@ -701,6 +704,7 @@ class HostInterpreter:
                 self.bind(item.optional_vars, v, frame)
             if v.kind == "tape" and v.tape is not None:
                 scope = TapeScope(v.tape, next(self.ids), src.span(s))
+                self.scope_depth[scope.instance] = len(self.call_stack)
                 self.emit("tape_begin", s, src, tape=v.tape, scope=scope)
                 self.tapes.append(scope)
                 scopes.append(scope)
@@ -1360,7 +1364,8 @@ class HostInterpreter:
                       kernel=kernel, binding=binding,
                       detail={"kernel": op.kernel_name or summary.qualname.rpartition(".")[2],
                               "library": summary.qualname, "lib_call": call_id, "lib_paths": paths,
-                              "param_paths": param_paths, "param_text": param_text})
+                              "param_paths": param_paths, "param_text": param_text,
+                              **({"conditional": True} if op.conditional else {})})
         if callbacks:
             self.replay_callbacks(callbacks, bound, e, src)
         for path in summary.returns:
@@ -1639,6 +1644,12 @@ class HostInterpreter:
         self.tapes = saved_tapes
         if not ev.tapes and saved_tapes:
             ev.detail["record_tape"] = False
+        if ev.tapes:
+            opened = self.scope_depth.get(ev.tapes[-1].instance, 0)
+            if any(self.if_depth.get(if_id, 0) > opened for if_id, _ in ev.branches):
+                # under an undecided ``if`` of a function the taped block calls (a solver's
+                # ``if model.tendon_count:``): the tape may record it, nothing says it does
+                ev.detail["conditional"] = True
         return self.new("None", "const")
 
 
@@ -1797,7 +1808,7 @@ def summarize(index: LibraryIndex, src: SourceFile, fn: ast.FunctionDef, qualnam
                     str(ev.detail.get("kernel", "")), binding,
                     [p for b in ev.reads if (p := path_of(b))],
                     [p for b in ev.writes if (p := path_of(b))],
-                    [p for b in ev.accums if (p := path_of(b))])
+                    [p for b in ev.accums if (p := path_of(b))], conditional=bool(ev.branches))
         elif ev.kind in ("copy", "assign", "clone", "zero", "fill"):
             op = Op(ev.kind, reads=[p for b in ev.reads if (p := path_of(b))],
                     writes=[p for b in ev.writes if (p := path_of(b))])

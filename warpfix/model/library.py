@@ -53,19 +53,23 @@ class Op:
     # only at calls that pass keyword ``add`` a value other than a false literal ("add"), or do not
     # ("!add"); conditions joined by "," must all hold; "" always
     when: str = ""
+    # launch: under an ``if`` of the library function the summary could not decide
+    # (``if model.tendon_count:``): the call may make it, nothing says it does
+    conditional: bool = False
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "kernel": list(self.kernel) if self.kernel else None,
                 "kernel_name": self.kernel_name, "binding": self.binding, "reads": self.reads,
                 "writes": self.writes, "accums": self.accums, "method": self.method, "in_loop": self.in_loop,
-                "when": self.when}
+                "when": self.when, "conditional": self.conditional}
 
     @classmethod
     def from_json(cls, d: dict) -> Op:
         kernel = tuple(d["kernel"]) if d.get("kernel") else None
         return cls(d["kind"], kernel, d.get("kernel_name", ""), dict(d.get("binding", {})),  # type: ignore[arg-type]
                    list(d.get("reads", [])), list(d.get("writes", [])), list(d.get("accums", [])),
-                   d.get("method", ""), bool(d.get("in_loop", False)), d.get("when", ""))
+                   d.get("method", ""), bool(d.get("in_loop", False)), d.get("when", ""),
+                   bool(d.get("conditional", False)))
 
 
 @dataclass

@@ -45,7 +45,7 @@ class TapedIndex:
         launched: set[tuple[str, str]] = set()
         for trace in self.project.traces:
             for ev in trace.events:
-                if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
+                if ev.kind == "launch" and ev.recorded and ev.kernel is not None and not ev.detail.get("conditional"):
                     launched.add((ev.kernel.path, ev.kernel.name))
         by_key = {(k.path, k.name): k for k in self.project.kernels}
         funcs: dict[str, list[KernelDef]] = {}
@@ -94,6 +94,10 @@ class TapedIndex:
     def taped(self, finding: Finding) -> bool:
         """The finding's own line is taped, or a line it relates to (the recorded read and overwrite of
         a WF103 rebinding made between windows)."""
+        if self.kernel_at(finding.path, finding.line) is not None:
+            # a kernel's finding: its launches decide, not the host line of a launch it relates to (a
+            # solver's launch under an undecided ``if``, replayed at a taped call, may never run)
+            return self._taped_at(finding.path, finding.line)
         spans = [(finding.path, finding.line), *((sp.path, sp.line) for sp, _ in finding.related)]
         return any(self._taped_at(path, line) for path, line in spans)
 
