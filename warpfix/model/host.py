@@ -468,7 +468,9 @@ class HostInterpreter:
             if module_level and _is_main_guard(s.test):
                 self.block(s.body, frame, module_level)
                 return
-            known = self.known_flag(s.test, frame)
+            known = self.same_buffer_test(s.test, frame)
+            if known is None:
+                known = self.known_flag(s.test, frame)
             if known is not None:  # ``if requires_grad:`` inside ``for requires_grad in (False, True)``
                 self.block(s.body if known else s.orelse, frame, module_level)
                 return
@@ -925,9 +927,6 @@ class HostInterpreter:
         """The truth of ``name`` / ``not name`` when the name holds a literal bool or a known int (a
         loop over ``(False, True)``, ``flag = True``); None otherwise. Only local names: an attribute
         may be set where the model does not look."""
-        same = self.same_buffer_test(test, frame)
-        if same is not None:
-            return same
         negate = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
         name = test.operand if negate else test  # type: ignore[attr-defined]
         if not isinstance(name, ast.Name) or name.id not in frame.locals:
@@ -940,7 +939,8 @@ class HostInterpreter:
     def same_buffer_test(self, test: ast.expr, frame: _Frame) -> bool | None:
         """``a.ptr != b.ptr`` / ``a is not b`` (and ``==`` / ``is``) when both sides are one buffer (a
         solver copying its result only when it went elsewhere); None when not known: two different
-        buffers may still share memory."""
+        buffers may still share memory. Only names and attribute chains are evaluated here: an
+        undecided test is evaluated again as the ``if``'s, and a call must not run twice."""
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1
                 and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))):
             return None
@@ -948,6 +948,8 @@ class HostInterpreter:
         if all(isinstance(x, ast.Attribute) and x.attr == "ptr" for x in sides):
             sides = [x.value for x in sides]  # type: ignore[attr-defined]
         elif isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+            return None
+        if not all(_is_name_chain(x) for x in sides):
             return None
         a, b = (self.eval(x, frame) for x in sides)
         if a.buf is None or b.buf is None or a.buf.root().id != b.buf.root().id or a.buf.view_of or b.buf.view_of:
@@ -1968,6 +1970,13 @@ def _is_contextmanager(src: SourceFile, fn: ast.FunctionDef) -> bool:
                    for n in src.nodes_of(ast.Import) for a in n.names):
                 return True
     return False
+
+
+def _is_name_chain(node: ast.expr) -> bool:
+    """``x`` or ``x.a.b``: evaluating it calls nothing (short of a property)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _is_enumerate(node: ast.expr) -> bool:

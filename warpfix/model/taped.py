@@ -94,21 +94,26 @@ class TapedIndex:
     def taped(self, finding: Finding) -> bool:
         """The finding's own line is taped, or a line it relates to (the recorded read and overwrite of
         a WF103 rebinding made between windows)."""
-        if self.kernel_at(finding.path, finding.line) is not None:
+        kernel = self.kernel_at(finding.path, finding.line)
+        if kernel is not None:
             # a kernel's finding: its launches decide, not the host line of a launch it relates to (a
             # solver's launch under an undecided ``if``, replayed at a taped call, may never run)
-            return self._taped_at(finding.path, finding.line)
-        spans = [(finding.path, finding.line), *((sp.path, sp.line) for sp, _ in finding.related)]
-        return any(self._taped_at(path, line) for path, line in spans)
+            return self._kernel_taped(kernel)
+        return self._host_taped(finding.path, finding.line) or any(
+            self._taped_at(sp.path, sp.line) for sp, _ in finding.related)
+
+    def _kernel_taped(self, kernel: KernelDef) -> bool:
+        if kernel.kind in ("func_grad", "func_replay") and kernel.target:
+            return any(name == kernel.target for _, name in self.taped_kernels)
+        if kernel.kind == "struct":
+            return self.any_recorded
+        return (kernel.path, kernel.name) in self.taped_kernels
 
     def _taped_at(self, path: str, line: int) -> bool:
         kernel = self.kernel_at(path, line)
-        if kernel is not None:
-            if kernel.kind in ("func_grad", "func_replay") and kernel.target:
-                return any(name == kernel.target for _, name in self.taped_kernels)
-            if kernel.kind == "struct":
-                return self.any_recorded
-            return (kernel.path, kernel.name) in self.taped_kernels
+        return self._kernel_taped(kernel) if kernel is not None else self._host_taped(path, line)
+
+    def _host_taped(self, path: str, line: int) -> bool:
         hit = self.host_lines.get((path, line))
         if hit is not None:
             return hit
