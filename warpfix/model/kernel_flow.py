@@ -228,3 +228,166 @@ def call_short_name(src: SourceFile, func: ast.expr) -> str | None:
 
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer read-modify-writes: can the overwritten values reach a gradient?
+# ---------------------------------------------------------------------------------------------
+def integer_array_text(annotation: str) -> bool:
+    """Whether a parameter annotation's source text (``wp.array(dtype=wp.int32)``,
+    ``wp.array[wp.int32]``, ``wp.array1d[int]``) declares an array of integers or bools."""
+    try:
+        ann = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(ann, ast.Call):
+        dtype = next((kw.value for kw in ann.keywords if kw.arg == "dtype"), ann.args[0] if ann.args else None)
+    elif isinstance(ann, ast.Subscript):
+        dtype = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else ann.slice
+    else:
+        return False
+    name = dtype.attr if isinstance(dtype, ast.Attribute) else dtype.id if isinstance(dtype, ast.Name) else None
+    return name in _INT_NAMES
+
+
+class _IntegerTaint:
+    """Where the values a kernel loads from one integer array parameter go.
+
+    They carry no gradient themselves; they matter to one when, replayed against overwritten
+    contents, they change what the adjoint computes: used as an index of anything but an integer
+    array, stored into (or accumulated into) anything but an integer array or a local, handed to a
+    non-warp function, or steering a branch or loop that touches a non-integer array or leaves the
+    kernel early. Flow-insensitive: a local is tainted when any assignment to it is."""
+
+    def __init__(self, kd: KernelDef, param: str) -> None:
+        self.kd = kd
+        self.param = param
+        self.integer = {n for n, p in kd.params.items() if p.is_array and integer_array_text(p.annotation)}
+        self.tainted: set[str] = set()
+
+    def reaches_gradient(self) -> bool:
+        body = list(getattr(self.kd.node, "body", []))
+        size = -1
+        while size != len(self.tainted):  # taint locals to a fixpoint (loops, later assignments)
+            size = len(self.tainted)
+            self._spread(body, control=False)
+        return self._harmful(body, control=False)
+
+    def _array(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name) and node.id in self.kd.params:
+            return node.id
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            key = f"{node.value.id}.{node.attr}"
+            return key if key in self.kd.params else None
+        return None
+
+    def _taints(self, e: ast.expr | None) -> bool:
+        if e is None:
+            return False
+        for node in ast.walk(e):
+            if isinstance(node, ast.Name) and node.id in self.tainted:
+                return True
+            if isinstance(node, ast.Subscript) and self._array(node.value) == self.param:
+                return True
+        return False
+
+    def _spread(self, stmts: list[ast.stmt], control: bool) -> None:
+        for s in stmts:
+            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                if control or self._taints(s.value):
+                    targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                                self.tainted.add(n.id)
+            elif isinstance(s, (ast.If, ast.While)):
+                inner = control or self._taints(s.test)
+                self._spread([*s.body, *s.orelse], inner)
+            elif isinstance(s, ast.For):
+                inner = control or self._taints(s.iter)
+                if inner:
+                    self.tainted.update(n.id for n in ast.walk(s.target) if isinstance(n, ast.Name))
+                self._spread([*s.body, *s.orelse], inner)
+            else:
+                self._spread([c for c in ast.iter_child_nodes(s) if isinstance(c, ast.stmt)], control)
+
+    def _touches_gradient(self, stmts: list[ast.stmt]) -> bool:
+        """A non-integer array access, a non-warp call or an early exit in ``stmts``."""
+        for s in stmts:
+            for node in ast.walk(s):
+                if isinstance(node, (ast.Return, ast.Break, ast.Continue)):
+                    return True
+                if isinstance(node, ast.Subscript):
+                    name = self._array(node.value)
+                    if name is not None and name not in self.integer:
+                        return True
+                if isinstance(node, ast.Call) and not self._warp_call(node):
+                    return True
+        return False
+
+    @staticmethod
+    def _warp_call(node: ast.Call) -> bool:
+        """A call of a warp builtin (``wp.*``) or of a Python builtin a kernel may use."""
+        root = node.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(node.func, ast.Name):
+            return node.func.id in ("range", "int", "float", "bool", "len", "min", "max", "abs")
+        return isinstance(root, ast.Name) and root.id in ("wp", "warp")
+
+    def _harmful_expr(self, e: ast.expr | None) -> bool:
+        """A tainted value used as an index of a non-integer array, or passed to a non-warp call
+        (or to a warp atomic on a non-integer array)."""
+        if e is None:
+            return False
+        for node in ast.walk(e):
+            if isinstance(node, ast.Subscript) and self._taints(node.slice):
+                name = self._array(node.value)
+                if name is None or name not in self.integer:
+                    return True
+            if isinstance(node, ast.Call) and any(self._taints(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                if not self._warp_call(node):
+                    return True
+                target = self._array(node.args[0]) if node.args else None
+                if target is not None and target not in self.integer:
+                    return True
+        return False
+
+    def _harmful(self, stmts: list[ast.stmt], control: bool) -> bool:
+        for s in stmts:
+            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                if self._harmful_expr(s.value):
+                    return True
+                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                for t in targets:
+                    if self._harmful_expr(t):
+                        return True
+                    if isinstance(t, ast.Name) or (isinstance(t, ast.Subscript) and self._array(t.value) in self.integer):
+                        continue
+                    if control or self._taints(s.value):
+                        return True  # into a non-integer array, a vector component, a struct field
+            elif isinstance(s, (ast.If, ast.While, ast.For)):
+                head = s.iter if isinstance(s, ast.For) else s.test
+                if self._harmful_expr(head):
+                    return True
+                inner = control or self._taints(head)
+                if inner and self._touches_gradient([*s.body, *s.orelse]):
+                    return True
+                if self._harmful([*s.body, *s.orelse], inner):
+                    return True
+            elif isinstance(s, ast.Expr):
+                if self._harmful_expr(s.value):
+                    return True
+            else:
+                for c in ast.iter_child_nodes(s):
+                    if isinstance(c, ast.expr) and self._harmful_expr(c):
+                        return True
+                if self._harmful([c for c in ast.iter_child_nodes(s) if isinstance(c, ast.stmt)], control):
+                    return True
+        return False
+
+
+def integer_rmw_reaches_gradient(kd: KernelDef, param: str) -> bool:
+    """Whether the values a kernel reads from the integer array ``param`` (and then overwrites) can
+    change any gradient when the backward replays the kernel against the overwritten contents."""
+    return _IntegerTaint(kd, param).reaches_gradient()

@@ -60,14 +60,18 @@ class TapeReach:
     taped: set[int] = field(default_factory=set)  # id() of reached KernelDefs
     no_backward: set[str] = field(default_factory=set)  # files that switch backward code off
 
-    def severity(self, kd: KernelDef, rule_severity: Severity) -> Severity | None:
-        """The severity to report a finding in ``kd`` with, or None to stay silent."""
+    def backward_disabled(self, kd: KernelDef) -> bool:
+        """No adjoint is compiled for ``kd`` (kernel option, module options, a file-wide switch)."""
         module_opts = kd.options.get("module_options")
-        if (
+        return (
             kd.options.get("enable_backward") is False
             or (isinstance(module_opts, dict) and module_opts.get("enable_backward") is False)
             or kd.path in self.no_backward
-        ):
+        )
+
+    def severity(self, kd: KernelDef, rule_severity: Severity) -> Severity | None:
+        """The severity to report a finding in ``kd`` with, or None to stay silent."""
+        if self.backward_disabled(kd):
             return None
         if id(kd) in self.taped:
             return rule_severity

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, Span
 from warpfix.model.facts import Event, KernelDef
 from warpfix.model.hazards import Hazard, hazards_for, read_related, rmw_params, value_sensitive_params
+from warpfix.model.kernel_flow import integer_array_text, integer_rmw_reaches_gradient
+from warpfix.model.reach import tape_reach
 from warpfix.rules.base import Rule
 
 if TYPE_CHECKING:
@@ -38,15 +40,23 @@ class KernelRmwRule(Rule):
             kd = hz.write.event.kernel
             if kd is not None and hz.write.param is not None:
                 overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
+        reach = tape_reach(project)
         for kd in project.kernels:
+            replayed = not reach.backward_disabled(kd)  # no adjoint replays it (WF202 reports a taped one)
             sensitive = value_sensitive_params(kd)
             launches: list[Event] | None = None
             for param, spans in rmw_params(kd).items():
                 if ("." in param) != self.struct_fields:
                     continue
                 hazards = overwriting.get((kd.path, kd.name, param), [])
-                if param not in sensitive and not hazards:
-                    continue  # a linear in-place update nobody needs the old value of
+                if not hazards and not (replayed and param in sensitive):
+                    continue  # a linear in-place update nobody needs the old value of, or no replay
+                if (
+                    not hazards
+                    and integer_array_text(kd.params[param].annotation)
+                    and not integer_rmw_reaches_gradient(kd, param)
+                ):
+                    continue  # an integer counter whose values reach no gradient
                 if launches is None:
                     launches = _kernel_launches(project, kd)
                 if launches:
