@@ -412,6 +412,18 @@ class Hazard:
     write: Touch
     position: int  # index of the write event in trace.events
 
+    @property
+    def conditional(self) -> bool:
+        """The read or the overwrite is a launch under an undecided ``if`` of a function the taped
+        block calls (``Event.detail["conditional"]``): the tape may record it, nothing says it does."""
+        return bool(self.read.event.detail.get("conditional") or self.write.event.detail.get("conditional"))
+
+
+def hazard_data(hz: Hazard, **data: object) -> dict[str, object]:
+    """A hazard finding's ``data``: ``conditional`` when the hazard may not happen (the finding is then
+    not taped: a warning with no automatic edit, like a kernel finding whose launches are all conditional)."""
+    return {**data, "conditional": True} if hz.conditional else data
+
 
 ReadsFn = Callable[[Event], list[tuple[Buffer, str | None]]]
 

@@ -198,7 +198,7 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     index = TapedIndex(project)
     out = []
     for f in findings:
-        taped = index.taped(f)
+        taped = index.taped(f) and not f.data.get("conditional")  # a hazard through an undecided launch
         severity = f.severity if taped or f.severity != Severity.ERROR else Severity.WARNING
         out.append(dataclasses.replace(f, severity=severity, data={**f.data, "taped": taped}))
     return out

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazards_for, read_related
+from warpfix.model.hazards import hazard_data, hazards_for, read_related
 from warpfix.rules._overwrite_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -223,6 +223,6 @@ def project_floor(state, q_pred):
                 ev.span,
                 f"`{op}` overwrites `{dst}` on the tape after {hz.read.describe()} read it; that adjoint will "
                 f"replay against the copied values. Rebind instead: `{dst} = {src}`",
-                data={"dst": dst, "src": src},
+                data=hazard_data(hz, dst=dst, src=src),
                 related=read_related(hz),
             )

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import alias_event, hazards_for, read_related
+from warpfix.model.hazards import alias_event, hazard_data, hazards_for, read_related
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ for it in range(3):
                     fix_safety=FixSafety.SAFE if made else FixSafety.NONE,
                     fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)"
                     + ("" if made else "; not automatic: the slot is not an allocation or constructor call"),
-                    data={"repeat": True},
+                    data=hazard_data(hz, repeat=True),
                     related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
                 )
                 continue
@@ -140,6 +140,6 @@ for it in range(3):
                 "reader's adjoint replays against the overwritten values",
                 # a tape records the rebinding (a frame loop inside one tape): rotating would hand the source
                 # slot a buffer this tape already read, so the codemod gives it a fresh one instead
-                data={"recorded": True} if alias.recorded else None,
+                data=hazard_data(hz, **({"recorded": True} if alias.recorded else {})),
                 related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
             )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Event
-from warpfix.model.hazards import alias_event, hazards_for, read_related
+from warpfix.model.hazards import alias_event, hazard_data, hazards_for, read_related
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -161,13 +161,13 @@ tape.backward(loss)
                     swap.span,
                     f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
                     "against the new values. Allocate a fresh output per step",
-                    data={"written": written} if written else {},
+                    data=hazard_data(hz, **({"written": written} if written else {})),
                     related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
                 )
                 continue
             yield self.finding(
                 ev.span,
                 f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
-                data={"arg": _launch_args(ev).get(hz.write.param or "", name)},
+                data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
                 related=read_related(hz),
             )

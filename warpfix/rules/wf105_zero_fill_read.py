@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazards_for, read_related
+from warpfix.model.hazards import hazard_data, hazards_for, read_related
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -96,5 +96,6 @@ with tape:
                 ev.span,
                 f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
                 f"not record this write, so that adjoint replays against the new contents",
+                data=hazard_data(hz),
                 related=read_related(hz),
             )

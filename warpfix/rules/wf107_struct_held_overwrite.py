@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazards_for, read_related, rmw_store_spans
+from warpfix.model.hazards import hazard_data, hazards_for, read_related, rmw_store_spans
 from warpfix.rules._kernel_rmw import KernelRmwRule
 from warpfix.rules.base import Example, RuleDoc
 
@@ -114,6 +114,6 @@ with wp.Tape() as tape:
                 ev.span,
                 f"kernel `{ev.kernel.name if ev.kernel else ''}` overwrites struct-held `{hz.write.param}` after "
                 f"{hz.read.describe()} read it on the same tape (the overwrite tracker cannot see struct fields)",
-                data={"kernel": ev.kernel.name if ev.kernel else "", "param": hz.write.param or ""},
+                data=hazard_data(hz, kernel=ev.kernel.name if ev.kernel else "", param=hz.write.param or ""),
                 related=read_related(hz),
             )
