@@ -94,7 +94,8 @@ def _allowed(finding: Finding, unsafe: bool) -> str | None:
         return "unsafe fix: needs --unsafe-fixes"
     if finding.data.get("taped") is False:
         return UNTAPED
-    return None
+    refusal = finding.data.get("no_edit")  # the program observes what the fix changes (model.pinned)
+    return refusal if isinstance(refusal, str) else None
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:

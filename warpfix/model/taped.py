@@ -23,9 +23,10 @@ import re
 import weakref
 from collections.abc import Iterable
 
-from warpfix.finding import Finding, Severity
+from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Event, KernelDef
+from warpfix.model.pinned import edit_refusal
 
 _TAPE_OPS = {"tape_begin", "tape_end", "backward", "tape_zero", "tape_reset"}
 
@@ -194,13 +195,20 @@ def paths_context_records(paths: Iterable[str]) -> bool:
 
 
 def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
-    """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning."""
+    """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning.
+    A taped finding in code that observes its current gradients or overwrite also gets
+    ``data["no_edit"]``, the reason no automatic edit may fix it (:mod:`warpfix.model.pinned`)."""
     index = TapedIndex(project)
     out = []
     for f in findings:
         taped = index.taped(f) and not f.data.get("conditional")  # a hazard through an undecided launch
         severity = f.severity if taped or f.severity != Severity.ERROR else Severity.WARNING
-        out.append(dataclasses.replace(f, severity=severity, data={**f.data, "taped": taped}))
+        data = {**f.data, "taped": taped}
+        if taped and f.fix.safety is not FixSafety.NONE:
+            refusal = edit_refusal(project, f)
+            if refusal is not None:
+                data["no_edit"] = refusal
+        out.append(dataclasses.replace(f, severity=severity, data=data))
     return out
 
 
