@@ -414,15 +414,38 @@ class Hazard:
 
     @property
     def conditional(self) -> bool:
-        """The read or the overwrite is a launch under an undecided ``if`` of a function the taped
-        block calls (``Event.detail["conditional"]``): the tape may record it, nothing says it does."""
-        return bool(self.read.event.detail.get("conditional") or self.write.event.detail.get("conditional"))
+        """The read or the overwrite is a project launch under an undecided ``if`` of a function the
+        taped block calls (``Event.detail["conditional"]``): the tape may record it, nothing says it
+        does. Launches replayed from a library summary do not count: a summary marks every launch
+        under any ``if`` of the library (``if model.particle_count:``), which nearly all are."""
+        return any(
+            ev.detail.get("conditional") and "library" not in ev.detail for ev in (self.read.event, self.write.event)
+        )
+
+    @property
+    def library_in_place(self) -> bool:
+        """Both accesses are a library's own launches, and the overwrite updates in place a path of
+        the call's arguments that the same launch reads (newton's featherstone step rewrites
+        ``state_in.joint_q`` / ``state_in.body_q`` of the state the previous step wrote): the user's
+        states are distinct, and no fresh allocation in the user's code can change it."""
+        read, write = self.read.event, self.write.event
+        paths = write.detail.get("param_paths")
+        if "library" not in read.detail or not isinstance(paths, dict) or self.write.param not in paths:
+            return False
+        written = paths[self.write.param]
+        return any(p is not None and paths.get(p) == written for _, p in event_value_reads(write))
 
 
 def hazard_data(hz: Hazard, **data: object) -> dict[str, object]:
-    """A hazard finding's ``data``: ``conditional`` when the hazard may not happen (the finding is then
-    not taped: a warning with no automatic edit, like a kernel finding whose launches are all conditional)."""
-    return {**data, "conditional": True} if hz.conditional else data
+    """A hazard finding's ``data``, with ``conditional`` when the hazard may not happen, or
+    ``library_in_place`` when it lies in a library's own chaining of its calls: the finding is then
+    not taped (a warning with no automatic edit, like a kernel finding whose launches are all
+    conditional)."""
+    if hz.conditional:
+        data = {**data, "conditional": True}
+    if hz.library_in_place:
+        data = {**data, "library_in_place": True}
+    return data
 
 
 ReadsFn = Callable[[Event], list[tuple[Buffer, str | None]]]
@@ -524,13 +547,19 @@ def classify(hazard: Hazard) -> str:
 def hazards_for(project: Project, rule_id: str) -> Iterator[Hazard]:
     """Hazards owned by ``rule_id``. Zero/fill (WF105) and, before Warp 1.17, copies (WF101: the old
     copy adjoint overwrote and mis-routed gradients) are hazards after any value read; otherwise
-    only after a read whose adjoint needs the value."""
+    only after a read whose adjoint needs the value. Hazards that are not taped (``hazard_data``) come
+    last, so that a finding reported at one place for several hazards takes a taped one's verdict."""
     any_read = rule_id == "WF105" or (rule_id == "WF101" and tuple(project.warp_version) < (1, 17))
     reads = event_value_reads if any_read else event_sensitive_reads
+    later: list[Hazard] = []
     for trace in project.traces:
         for hz in find_hazards(trace, reads):
             if classify(hz) == rule_id:
-                yield hz
+                if hz.conditional or hz.library_in_place:
+                    later.append(hz)
+                else:
+                    yield hz
+    yield from later
 
 
 def read_related(hz: Hazard) -> tuple[tuple[Span, str], ...]:

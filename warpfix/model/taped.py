@@ -201,7 +201,8 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     index = TapedIndex(project)
     out = []
     for f in findings:
-        taped = index.taped(f) and not f.data.get("conditional")  # a hazard through an undecided launch
+        # a hazard through an undecided launch, or inside a library's chaining of its own calls
+        taped = index.taped(f) and not (f.data.get("conditional") or f.data.get("library_in_place"))
         severity = f.severity if taped or f.severity != Severity.ERROR else Severity.WARNING
         data = {**f.data, "taped": taped}
         if taped and f.fix.safety is not FixSafety.NONE:
