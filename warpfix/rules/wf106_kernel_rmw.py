@@ -21,7 +21,10 @@ class KernelRmw(KernelRmwRule):
             "overwrites the same element: `x[i] = f(x[i])`, or a clamp `if x[i] > c: x[i] = c`, when the old "
             "value matters to an adjoint: `f` is non-linear or a branch tests it, or an earlier recorded op's "
             "adjoint needs the values the launch overwrites. A linear in-place update that nothing else read "
-            "(`x[i] = x[i] + dt * v[i]`) keeps correct gradients and is not reported."
+            "(`x[i] = x[i] + dt * v[i]`) keeps correct gradients and is not reported, nor is an integer array "
+            "(a counter) whose loaded values reach no index of a non-integer array, no float store and no branch or "
+            "loop over float work, nor a kernel compiled with `enable_backward=False` (no adjoint replays it) unless "
+            "it overwrites what an earlier recorded op read."
         ),
         why=(
             "The backward pass re-runs the kernel body on the array's current contents, which the forward pass "
@@ -128,6 +131,33 @@ with wp.Tape() as tape:
 tape.backward(loss)
 """,
             note="a linear in-place update that no earlier op read: the adjoint does not need the old value",
+        ),
+        Example(
+            """
+import warp as wp
+
+
+@wp.kernel
+def step(generation: wp.array[wp.int32], x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    if i == 0:
+        g = generation[0]
+        if g == 2147483647:
+            g = 0
+        else:
+            g = g + 1
+        generation[0] = g
+    y[i] = wp.sin(x[i])
+
+
+generation = wp.zeros(1, dtype=wp.int32)
+x = wp.ones(16, dtype=float, requires_grad=True)
+y = wp.zeros(16, dtype=float, requires_grad=True)
+with wp.Tape() as tape:
+    wp.launch(step, dim=16, inputs=[generation, x], outputs=[y])
+""",
+            note="an integer counter (newton's contact generation): its values reach no index, float store or "
+            "branch over float work, so the replay cannot change a gradient",
         ),
     ]
     INVALID = [
