@@ -853,7 +853,7 @@ class HostInterpreter:
         if isinstance(e, ast.Dict):
             v = self.new("dict", "list")
             for k, val in zip(e.keys, e.values, strict=True):
-                key = ast.literal_eval(k) if isinstance(k, ast.Constant) else None
+                key = k.value if isinstance(k, ast.Constant) else None  # ast.literal_eval's, without its closures' cycle
                 vv = self.eval(val, frame)
                 if key is not None:
                     v.items[str(key)] = vv
@@ -1375,11 +1375,16 @@ class HostInterpreter:
                               **({"conditional": True} if op.conditional else {})})
         if callbacks:
             self.replay_callbacks(callbacks, bound, e, src)
+        result = None
         for path in summary.returns:
             hit = resolve(path)
             if hit is not None:
-                return hit[0]
-        return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
+                result = hit[0]
+                break
+        # the two recursive closures hold themselves (and through ``bound`` the caller's values) in a
+        # cycle that only the collector, paused while tracing, would free: let them go now
+        del resolve, expand
+        return result if result is not None else self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
                          src: SourceFile) -> None:
