@@ -3,7 +3,10 @@ on newton's real diffsim examples (no Warp program runs), with the results uncha
 
 from __future__ import annotations
 
+import gc
 import importlib.util
+import types
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,26 @@ def test_taped_lines_marks_each_span_once_with_the_same_result(name: str) -> Non
     assert len(index._marked) < marked  # call sites repeat in the stacks of their events
     assert any(v for v in index.host_lines.values()) and not all(index.host_lines.values())
     assert index.host_lines == _reference_host_lines(index)
+
+
+def test_tracing_leaves_no_cycles_per_library_call() -> None:
+    """Traces are built with the collector paused: a reference cycle made per call (a recursive
+    closure, ``ast.literal_eval``'s helpers) stays in memory until the check ends."""
+    text = _example("cloth") + "\n\ndef extra():\n    d = {'a': 1, 2: 'b'}\n    return d\n"
+    src, err = parse_file("example.py", text)
+    assert src is not None, err
+    project = build_project({"example.py": src}, library=shared_index())
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        assert any(ev.detail.get("library") for trace in project.traces for ev in trace.events)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        leaked = Counter(o.__qualname__ for o in gc.garbage if isinstance(o, types.FunctionType))
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert not [name for name in leaked if name.startswith(("HostInterpreter.", "literal_eval."))], leaked
