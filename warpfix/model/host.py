@@ -1383,7 +1383,7 @@ class HostInterpreter:
                 break
         # the two recursive closures hold themselves (and through ``bound`` the caller's values) in a
         # cycle that only the collector, paused while tracing, would free: let them go now
-        del resolve, expand
+        resolve = expand = None  # type: ignore[assignment]
         return result if result is not None else self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
