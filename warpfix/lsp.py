@@ -68,7 +68,7 @@ from warpfix.rules import rule_by_id
 
 SOURCE = "warpfix"
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
-DEBOUNCE_SECONDS = 0.1  # coalesces a burst of keystrokes; a lint of a stale version is dropped
+DEBOUNCE_SECONDS = 0.05  # coalesces a burst of keystrokes (key repeat); a lint of a stale version is dropped
 MAX_NEIGHBOURS = 200  # Python files read per folder of an open document
 _SEVERITY = {
     Severity.ERROR: types.DiagnosticSeverity.Error,

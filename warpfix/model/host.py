@@ -853,7 +853,7 @@ class HostInterpreter:
         if isinstance(e, ast.Dict):
             v = self.new("dict", "list")
             for k, val in zip(e.keys, e.values, strict=True):
-                key = ast.literal_eval(k) if isinstance(k, ast.Constant) else None
+                key = k.value if isinstance(k, ast.Constant) else None  # ast.literal_eval's, without its closures' cycle
                 vv = self.eval(val, frame)
                 if key is not None:
                     v.items[str(key)] = vv
@@ -1219,7 +1219,12 @@ class HostInterpreter:
         if not self.tapes and not any(_holds_array(a) for a in args):
             params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
             receiver = params[0] if is_method and params else None
-            return Summary(qualname, params, _callbacks(src, fn, [p for p in params if p != receiver]))
+            targets = tuple(p for p in params if p != receiver)
+            key = (src.path, fn.lineno, targets)
+            ops = self.library.callbacks.get(key)
+            if ops is None:
+                ops = self.library.callbacks[key] = _callbacks(src, fn, list(targets))
+            return Summary(qualname, params, list(ops))
         return self.library.summary(src, fn, qualname, is_method)
 
     def library_method(self, recv: Val, name: str, e: ast.Call, frame: _Frame) -> Val:
@@ -1370,11 +1375,16 @@ class HostInterpreter:
                               **({"conditional": True} if op.conditional else {})})
         if callbacks:
             self.replay_callbacks(callbacks, bound, e, src)
+        result = None
         for path in summary.returns:
             hit = resolve(path)
             if hit is not None:
-                return hit[0]
-        return self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
+                result = hit[0]
+                break
+        # the two recursive closures hold themselves (and through ``bound`` the caller's values) in a
+        # cycle that only the collector, paused while tracing, would free: let them go now
+        resolve = expand = None  # type: ignore[assignment]
+        return result if result is not None else self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
                          src: SourceFile) -> None:
@@ -1994,10 +2004,17 @@ def _asks_for_grad(e: ast.Call) -> bool:
 
 
 def _find_method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    for stmt in cls.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-            return stmt
-    return None
+    """The first method ``name`` in the class body. The table of a class's methods is built once
+    and kept on its node (library classes such as newton's ``ModelBuilder`` have hundreds, and
+    are asked about at every call)."""
+    table = cls.__dict__.get("_warpfix_methods")
+    if table is None:
+        table = {}
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef):
+                table.setdefault(stmt.name, stmt)
+        cls._warpfix_methods = table  # type: ignore[attr-defined]
+    return table.get(name)
 
 
 def _is_property(fn: ast.FunctionDef) -> bool:

@@ -123,6 +123,10 @@ class LibraryIndex:
         self._helper_funcs: dict[str, list[KernelDef]] = {}  # file -> its @wp.func definitions
         self._summaries: dict[tuple[str, int], Summary | None] = {}
         self._packages: dict[str, str | None] = {}  # top-level name -> site dir
+        # (file, line, parameters) -> what a call of that library function calls back: asked at
+        # every call made outside a tape, read once (library files do not change while warpfix runs)
+        self.callbacks: dict[tuple[str, int, tuple[str, ...]], list] = {}
+        self._resolved: dict[tuple[str, int], tuple[str, SourceFile, ast.AST | None] | None] = {}
 
     # ------------------------------------------------------------------ modules
     def package_dir(self, top: str) -> str | None:
@@ -216,7 +220,15 @@ class LibraryIndex:
     def resolve(self, dotted: str, depth: int = 0) -> tuple[str, SourceFile, ast.AST | None] | None:
         """What ``dotted`` names: ("module", src, None), ("def", src, FunctionDef) or
         ("class", src, ClassDef), following re-exports (``from .x import Y``, star imports, imports
-        under ``if TYPE_CHECKING:`` that a module ``__getattr__`` makes real)."""
+        under ``if TYPE_CHECKING:`` that a module ``__getattr__`` makes real). Remembered per
+        (name, depth): the installed files do not change while warpfix runs."""
+        key = (dotted, depth)
+        if key in self._resolved:
+            return self._resolved[key]
+        found = self._resolved[key] = self._resolve(dotted, depth)
+        return found
+
+    def _resolve(self, dotted: str, depth: int) -> tuple[str, SourceFile, ast.AST | None] | None:
         if depth > 12:
             return None
         mod = self.module(dotted)

@@ -36,6 +36,10 @@ class TapedIndex:
         self.project = project
         self.taped_kernels = self._taped_kernels()
         self.host_lines: dict[tuple[str, int], bool] = {}  # (path, line) -> taped at some run
+        # (path, first line, last line) of spans already marked, at all / as taped: marking is an
+        # "or", so a span marked again (a call site in the stack of each of its events) changes nothing
+        self._marked: set[tuple[str, int, int]] = set()
+        self._marked_taped: set[tuple[str, int, int]] = set()
         self.any_recorded = project.recorded_elsewhere[1]
         for trace in project.traces:
             self._scan(trace.events)
@@ -77,8 +81,14 @@ class TapedIndex:
                 pending.add(ev.tape)  # type: ignore[arg-type]
             elif ev.kind in ("backward", "tape_reset") and ev.tape is not None:
                 pending.discard(ev.tape)
-            sites = [ev.span, *ev.call_stack]
-            for span in sites:
+            done = self._marked_taped if taped else self._marked
+            for span in (ev.span, *ev.call_stack):
+                lines = (span.path, span.line, span.end_line)
+                if lines in done:
+                    continue
+                self._marked.add(lines)
+                if taped:
+                    self._marked_taped.add(lines)
                 for line in range(span.line, min(span.end_line, span.line + 200) + 1):
                     key = (span.path, line)
                     self.host_lines[key] = self.host_lines.get(key, False) or taped
