@@ -8,7 +8,8 @@ resolve to distinct items). Attribute and item assignment mutate the shared valu
 aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by construction.
 
 Project functions, methods and constructors are inlined with their arguments bound; loops
-run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into an
+run three consecutive iterations (more for an ``xs[t % k]`` rotation) and, with a known trip
+count, the last one (see :func:`_passes`); both arms of an ``if`` run, each event tagged with its arm. Calls into an
 installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
 the package's own source (:mod:`warpfix.model.library`): one event per library launch or copy, at
 the user's call site, with ``detail["library"]`` naming the function. Other calls outside the
