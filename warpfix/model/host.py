@@ -9,8 +9,8 @@ aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by constructi
 
 Project functions, methods and constructors are inlined with their arguments bound; loops
 run three consecutive iterations (more for an ``xs[t % k]`` rotation) and, with a known trip
-count, the last one (see :func:`_passes`); both arms of an ``if`` run, each event tagged with its arm. Calls into an
-installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
+count, the last one (see :func:`_passes`); both arms of an ``if`` run, each event tagged with
+its arm. Calls into an installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
 the package's own source (:mod:`warpfix.model.library`): one event per library launch or copy, at
 the user's call site, with ``detail["library"]`` naming the function. Other calls outside the
 project are opaque: they read the arrays they receive and return fresh unknown values (never
