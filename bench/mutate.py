@@ -11,7 +11,8 @@ optimization examples, copied from site-packages into a scratch folder) and each
 1. the unmodified program runs twice under the gradient recorder (bench/mutants/harness): the
    loss and the gradients of every tape leaf at the first backwards; the two runs must agree;
 2. a mutant is kept only when it runs, its first loss is bit for bit the original's (the bug is
-   a gradient bug, not a forward change) and some recorded gradient differs;
+   a gradient bug, not a forward change) and some recorded gradient differs (for ``retain_grad``:
+   a gradient other than the retained array's own, which that flag keeps by definition);
 3. ``warpfix check`` hits when an error of an accepted rule is reported within 2 lines of the
    planted line (or of an operator's anchor, e.g. the backward for a removed ``tape.zero()``);
 4. ``warpfix apply --check -- <program>`` runs on a copy; the mutant counts as fixed when an
@@ -78,7 +79,7 @@ class Outcome:
     rule: str
     site: int
     line: int
-    status: str  # kept | crash | forward-changed | same-gradient | param-not-intermediate
+    status: str  # kept | crash | forward-changed | same-gradient | param-not-intermediate | retained-only
     detail: str = ""
     check_hit: bool = False
     check_said: list[str] = field(default_factory=list)
@@ -192,6 +193,21 @@ def compare(want: Record, got: Record) -> str:
         if why:
             return f"backward {n}: {why}"
     return ""
+
+
+def retained_only(original: Record, got: Record) -> bool:
+    """Only leaves that carry ``retain_grad`` in ``got`` have other gradients than ``original``: the
+    retained array's own ``.grad`` keeps what the adjoint of its one write would have consumed, and every
+    gradient upstream is the original's. Not a WF501 bug (RULES.md: an array written more than once)."""
+    ignore = [set(b.get("retained", ())) for b in got]
+    if not any(ignore):
+        return False
+
+    def trim(record: Record) -> Record:
+        return [{**b, "leaves": {k: v for k, v in b["leaves"].items() if k not in ignore[n]}} if n < len(ignore) else b
+                for n, b in enumerate(record)]
+
+    return not compare(trim(original), trim(got))
 
 
 def run_warpfix(args: Sequence[str], cwd: Path, timeout: float) -> tuple[dict | None, str]:
@@ -356,6 +372,9 @@ class Bench:
         diff = compare(original, record)
         if not diff:
             outcome.status = "same-gradient"
+            return outcome
+        if op.rule == "WF501" and retained_only(original, record):
+            outcome.status, outcome.detail = "retained-only", "only the retained array's own gradient changed"
             return outcome
         if op.rule == "WF201" and not set(original[0]["leaves"]) <= set(record[0]["leaves"]):
             outcome.status, outcome.detail = "param-not-intermediate", "the flag was dropped on a tape leaf"

@@ -297,6 +297,17 @@ def test_first_loss_must_be_bit_identical() -> None:
     assert not bench.first_loss_equal(record([0.0], loss=0.1), record([0.0], loss=0.1 + 1e-15))
 
 
+def test_a_change_in_the_retained_arrays_own_gradient_only_is_not_kept() -> None:
+    """WF501 is retain_grad on an array written more than once (its adjoints counted twice upstream);
+    on an array written once only its own .grad changes, and the bench must not keep that."""
+    want = [{"loss": [np.array([1.0])], "leaves": {"x": [np.array([2.0])], "y": [np.array([0.0])]}}]
+    own = [{**want[0], "leaves": {"x": [np.array([2.0])], "y": [np.array([1.0])]}, "retained": ["y"]}]
+    upstream = [{**want[0], "leaves": {"x": [np.array([4.0])], "y": [np.array([1.0])]}, "retained": ["y"]}]
+    assert bench.retained_only(want, own)
+    assert not bench.retained_only(want, upstream)
+    assert not bench.retained_only(want, [{**own[0], "retained": []}])  # nothing retained: a real change
+
+
 TINY = textwrap.dedent(
     """\
     import warp as wp
@@ -372,3 +383,50 @@ def test_recorder_records_a_captured_backward_when_its_graph_runs(tmp_path: Path
     assert got[0]["loss"][0].tolist() == [12.0]
     (grads,) = got[0]["leaves"].values()
     assert grads[0].tolist() == [4.0, 4.0, 4.0]
+
+
+RETAINED = textwrap.dedent(
+    """\
+    import sys
+    import warp as wp
+
+
+    @wp.kernel
+    def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * x[i]
+
+
+    @wp.kernel
+    def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, y[i])
+
+
+    x = wp.array([1.0, 2.0, 3.0, 4.0], dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True, retain_grad=sys.argv[1] == "retain")
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for _ in range(int(sys.argv[2])):  # y is passed in inputs (as warp.fem passes outputs): a leaf
+            wp.launch(square, dim=4, inputs=[x, y])
+        wp.launch(total, dim=4, inputs=[y, loss])
+    tape.backward(loss)
+    """
+)
+
+
+@pytest.mark.slow
+def test_retain_grad_on_an_array_written_once_changes_only_its_own_gradient(tmp_path: Path) -> None:
+    (tmp_path / "retained.py").write_text(RETAINED)
+    got = {}
+    for flag in ("plain", "retain"):
+        for writes in ("1", "2"):
+            program = bench.Program("retained", tmp_path / "retained.py", (flag, writes))
+            got[flag, writes], why = bench.run_recorded(tmp_path, program, timeout=300)
+            assert got[flag, writes] is not None, why
+    assert got["retain", "1"][0]["retained"] and not got["plain", "1"][0]["retained"]
+    assert bench.compare(got["plain", "1"], got["retain", "1"])  # y's own .grad is kept: 1 instead of 0
+    assert bench.retained_only(got["plain", "1"], got["retain", "1"])
+    # written twice (RULES.md's WF501): x's gradient is counted twice, a real bug the bench keeps
+    assert not bench.retained_only(got["plain", "2"], got["retain", "2"])

@@ -4,8 +4,9 @@ Each is copied from site-packages into a scratch folder and run there as a scrip
 arguments on the CPU. Examples that need a package this environment lacks are listed with the
 reason (they are skipped when their import fails at the baseline run).
 
-Not here: Warp's tile examples (``example_tile_mlp`` runs on ``cuda:0`` only, hard-coded) and
-``example_particle_repulsion`` (no tape). The optim examples older Warp releases shipped
+Not here: Warp's tile examples (``example_tile_mlp`` runs on ``cuda:0`` only, hard-coded). Listed
+but never kept: ``example_particle_repulsion`` records no tape (its baseline run is skipped,
+"no backward ran"). The optim examples older Warp releases shipped
 (bounce, cloth_throw, inverse_kinematics, trajectory, walker) are not in warp-lang 1.19.
 """
 
@@ -73,6 +74,10 @@ PROGRAMS: list[Program] = [
         ("--device", "cpu", "--headless", "--train-iters", "4", "--num-frames", "8", "--pressure-iterations", "10",
          "--segment-size", "4"),
         default=False,
+    ),
+    Program(  # no tape: skipped at its baseline run
+        "particle_repulsion", SITE / "warp" / "examples" / "optim" / "example_particle_repulsion.py",
+        ("--device", "cpu", "--headless", "--num-frames", "10"), default=False,
     ),
     Program(  # needs pxr (usd-core)
         "diffray", SITE / "warp" / "examples" / "optim" / "example_diffray.py",

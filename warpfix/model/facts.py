@@ -12,7 +12,7 @@ Two layers:
   (module body, or a function that no other project function calls) is executed
   symbolically: names, attributes and list elements are bound to abstract
   :class:`Buffer` objects (a fresh one per allocation), project functions and methods
-  are inlined with their arguments bound, loops are unrolled twice (so what iteration
+  are inlined with their arguments bound, loops are unrolled three times (so what iteration
   N+1 does to what iteration N read is visible), and every operation on arrays becomes an
   :class:`Event` in program order, tagged with the tape scopes that record it.
 """
@@ -162,8 +162,9 @@ class Event:
     # per-buffer expression text as written at this site (for messages/codemods)
     names: dict[int, str] = field(default_factory=dict)
     tapes: tuple[TapeScope, ...] = ()  # recording scopes active here (usually 0 or 1)
-    # (loop id, unrolled pass), outermost first. Unknown trip counts run passes 0 and 1; a known
-    # count n runs every iteration up to 3, else iterations 0, 1 and n - 1 as passes 0, 1, 2.
+    # (loop id, unrolled pass), outermost first. Unknown trip counts run passes 0, 1 and 2; a known
+    # count n runs every iteration up to 4, else iterations 0, 1, 2 and n - 1 as passes 0 to 3 (an
+    # ``xs[t % k]`` in the body makes that k + 1 consecutive iterations, k <= 4).
     loops: tuple[tuple[int, int], ...] = ()
     call_stack: tuple[Span, ...] = ()  # project call sites leading here, outermost first
     kernel: KernelDef | None = None  # launch
@@ -196,7 +197,7 @@ class Loop:
 
 @dataclass
 class Trace:
-    """The events of one root, in program order (loops unrolled twice)."""
+    """The events of one root, in program order (loops unrolled)."""
 
     root: str  # "main.py:<module>" or "main.py:train"
     path: str

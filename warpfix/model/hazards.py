@@ -525,12 +525,34 @@ def alias_event(hazard: Hazard, kinds: tuple[str, ...]) -> Event | None:
     return found
 
 
+def rotates(hazard: Hazard) -> bool:
+    """On its tape, since the last backward or reset, the hazardous write's statement wrote this buffer
+    at an earlier pass of its loop and another buffer at the pass just before: buffers used in turn
+    (``states[t % 2]``, a state list that repeats two buffers), not one buffer written back every
+    step."""
+    ev, param = hazard.write.event, hazard.write.param
+    tapes = tape_ids(ev)
+    events = hazard.trace.events[: hazard.position]
+    start = next((k + 1 for k in range(len(events) - 1, -1, -1) if events[k].kind in RESET_KINDS
+                  and (events[k].tape is None or events[k].tape in tapes)), 0)
+    written = [
+        buf.id
+        for e in events[start:]
+        if e.kind == ev.kind and e.span == ev.span and e.call_stack == ev.call_stack and tape_ids(e) & tapes
+        for buf, p in event_overwrites(e)
+        if p == param
+    ]
+    return bool(written) and written[-1] != hazard.write.buffer.id and hazard.write.buffer.id in written
+
+
 def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
     repeat = alias_event(hazard, ("rebind",))
     if repeat is not None and repeat.detail.get("repeat") and hazard.read.name != hazard.write.name:
         return "WF103"  # ``[x] * n`` made the slots one array: the cause, whatever op overwrites it
+    if ev.kind in ("copy", "assign") and rotates(hazard):
+        return "WF104"  # the copy lands in a buffer of a rotation: the buffer reuse is the bug, not the copy
     if ev.kind in ("copy", "assign"):
         return "WF101"
     if ev.kind in ("zero", "fill"):

@@ -8,8 +8,9 @@ resolve to distinct items). Attribute and item assignment mutate the shared valu
 aliasing (``states[0] = states[-1]``, ``a, b = b, a``) is modelled by construction.
 
 Project functions, methods and constructors are inlined with their arguments bound; loops
-run their body twice; both arms of an ``if`` run, each event tagged with its arm. Calls into an
-installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
+run three consecutive iterations (more for an ``xs[t % k]`` rotation) and, with a known trip
+count, the last one (see :func:`_passes`); both arms of an ``if`` run, each event tagged with
+its arm. Calls into an installed Warp-based package (newton, warp.fem, warp.optim) replay the effect summary derived from
 the package's own source (:mod:`warpfix.model.library`): one event per library launch or copy, at
 the user's call site, with ``detail["library"]`` naming the function. Other calls outside the
 project are opaque: they read the arrays they receive and return fresh unknown values (never
@@ -33,7 +34,10 @@ MAX_DEPTH = 6  # inlining depth
 MAX_EVENTS = 5000  # per root
 MAX_STEPS = 6000  # statements executed per root
 CALL_STEPS = 1500  # statements one inlined call may execute; past that it counts as opaque
-LOOP_UNROLL = 2
+# passes of a loop: three consecutive iterations, so a buffer reused every second step (``states[t % 2]``,
+# a state list repeating two buffers) is written by one pass, read by the next, overwritten by the third
+LOOP_UNROLL = 3
+MAX_PERIOD = 4  # ``xs[t % k]`` in a loop's body: k + 1 consecutive iterations, for k up to this
 MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 
 _ALLOC = {"zeros", "empty", "ones", "full", "array", "from_numpy", "from_torch", "from_jax", "from_dlpack"}
@@ -42,7 +46,8 @@ _ALLOC_LIKE = {"zeros_like", "empty_like", "ones_like", "full_like"}
 _PURE_BUILTINS = frozenset({"len", "range", "isinstance", "issubclass", "str", "repr", "type", "id",
                             "hash", "hasattr", "getattr", "callable", "enumerate", "zip", "iter"})
 _LAUNCH = {"launch", "launch_tiled"}
-MAX_CONCAT = 1024  # ``a + b`` of lists with known lengths is followed element by element up to this length
+MAX_CONCAT = 4096  # ``a + b`` of lists with known lengths is followed element by element up to this length
+CONCAT_PREFIX = 8  # ``a + b`` where ``b`` is a comprehension of unknown length: its elements taken at the ``+``
 
 
 @dataclass(eq=False)
@@ -127,6 +132,7 @@ class HostInterpreter:
         self.effectful = _effectful_functions(files, library, set(self.module_suffixes))
         self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
         self.call_limits: list[int] = []
+        self.loop_nodes: dict[int, list[ast.AST]] = {}  # id(for loop) -> every node of its body
         # per-root state
         self.steps = 0
         self.events: list[Event] = []
@@ -613,7 +619,8 @@ class HostInterpreter:
         it = self.eval(s.iter, frame)
         start, step = 0, 1
         is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
-        passes = list(range(self.unroll_count()))
+        run = max(LOOP_UNROLL, self.period(s, frame) + 1) if self.unroll_count() > 1 else 1
+        passes = list(range(run))
         if is_range:
             args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
             if len(args) >= 2 and args[0].kind == "int":
@@ -626,13 +633,13 @@ class HostInterpreter:
                 except (TypeError, ValueError):
                     n = None
                 if n is not None:
-                    passes = _passes(n, len(passes) > 1)
+                    passes = _passes(n, run)
         elif it.kind == "list" and it.length is not None:
-            passes = _passes(it.length, len(passes) > 1)
+            passes = _passes(it.length, run)
         elif _is_enumerate(s.iter):
             inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
             if inner.kind == "list" and inner.length is not None:
-                passes = _passes(inner.length, len(passes) > 1)
+                passes = _passes(inner.length, run)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
@@ -671,6 +678,20 @@ class HostInterpreter:
 
     def unroll_count(self) -> int:
         return LOOP_UNROLL if len(self.loop_stack) < MAX_UNROLLED_LOOPS else 1
+
+    def period(self, loop: ast.For | ast.AsyncFor, frame: _Frame) -> int:
+        """The largest ``k`` (up to :data:`MAX_PERIOD`) of an ``expr % k`` in the loop's own body, ``k`` a
+        literal or a name or attribute chain holding a known int (``states[t % n]``); else 0."""
+        nodes = self.loop_nodes.get(id(loop))
+        if nodes is None:
+            nodes = self.loop_nodes[id(loop)] = [n for stmt in loop.body for n in ast.walk(stmt)]
+        found = 0
+        for node in nodes:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_place(node.right):
+                k = node.right.value if isinstance(node.right, ast.Constant) else self.eval(node.right, frame).value
+                if isinstance(k, int) and not isinstance(k, bool) and found < k <= MAX_PERIOD:
+                    found = k
+        return found
 
     def record_loop(self, loop_id: int, node: ast.For | ast.AsyncFor | ast.While, src: SourceFile,
                     var: str | None, n_before: int) -> None:
@@ -847,8 +868,8 @@ class HostInterpreter:
                 n = self.eval(gen.iter.args[0], frame)
                 if n.kind == "int" and isinstance(n.value, int):
                     v.length = n.value
-                    if isinstance(gen.target, ast.Name):
-                        v.factory_var = gen.target.id
+                if isinstance(gen.target, ast.Name):
+                    v.factory_var = gen.target.id  # element k is ``elt`` at ``i = k``, whether n is known or not
             return v
         if isinstance(e, ast.Dict):
             v = self.new("dict", "list")
@@ -870,6 +891,16 @@ class HostInterpreter:
                 for k in range(left.length):
                     v.items[str(k)] = self.item(left, str(k))
                 for k in range(right.length):
+                    v.items[str(left.length + k)] = self.item(right, str(k))
+                return v
+            if (isinstance(e.op, ast.Add) and left.kind == right.kind == "list" and left.length is not None
+                    and right.length is None and right.factory is not None and right.factory_var is not None):
+                # ``[s0] + [s[1 + i % 2] for i in range(len(s) - 1)]`` of unknown length: the first elements,
+                # taken now (the comprehension reads the list this assignment rebinds)
+                v = self.new("list", "list")
+                for k in range(left.length):
+                    v.items[str(k)] = self.item(left, str(k))
+                for k in range(CONCAT_PREFIX):
                     v.items[str(left.length + k)] = self.item(right, str(k))
                 return v
             if isinstance(e.op, ast.Mult) and left.kind == "list" and len(left.items) == 1:
@@ -1934,12 +1965,21 @@ def _effectful_functions(files: dict[str, SourceFile], library: LibraryIndex | N
     return effectful
 
 
-def _passes(n: int, unroll: bool) -> list[int]:
-    """The iterations a loop of ``n`` known trips runs: all of up to 3, else the first two and the
-    last (so the last element of a state chain is written); one when not unrolling."""
-    if not unroll:
+def _passes(n: int, run: int) -> list[int]:
+    """The iterations a loop of ``n`` known trips runs: all of up to ``run + 1``, else the first ``run``
+    and the last (so the last element of a state chain is written); one when not unrolling (``run`` 1)."""
+    if run <= 1:
         return [0] if n > 0 else []
-    return list(range(n)) if n <= 3 else [0, 1, n - 1]
+    return list(range(n)) if n <= run + 1 else [*range(run), n - 1]
+
+
+def _is_place(node: ast.expr) -> bool:
+    """An int literal, a name or an attribute chain on a name (evaluating it runs nothing)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int)
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _normalise_index(obj: Val, key: str) -> str:

@@ -148,11 +148,11 @@ tape.backward(loss)
         for hz in hazards_for(project, self.id):
             ev = hz.write.event
             name = hz.write.name
-            kernel = ev.kernel.name if ev.kernel is not None else ""
-            wrote = (
-                f"kernel `{kernel}` at line {ev.span.line} overwrites `{name}` (parameter `{hz.write.param}`) after "
-                f"{hz.read.describe()} read it on the same tape"
-            )
+            if ev.kernel is not None:
+                writer = f"kernel `{ev.kernel.name}` at line {ev.span.line} overwrites `{name}` (parameter `{hz.write.param}`)"
+            else:  # a copy into a buffer the steps use in turn
+                writer = f"the `{ev.kind}` at line {ev.span.line} overwrites `{name}`"
+            wrote = f"{writer} after {hz.read.describe()} read it on the same tape"
             swap = alias_event(hz, ("swap",))
             if swap is not None:
                 targets = swap.detail.get("targets")

@@ -6,7 +6,8 @@ gradient of every *leaf* of the tape, an array with ``requires_grad`` that a rec
 (positional or keyword ``inputs``, arrays held in structs included), that no recorded launch lists
 as an output and that is not the loss (or a ``grads=`` seed) itself. A leaf is keyed by the hash of its dtype, shape and contents at that moment, so
 the same parameter is found in two programs (the original and a mutant or its fix) whose
-forward values agree, whatever their buffers are called. After the last recorded backward the
+forward values agree, whatever their buffers are called; the keys of leaves that carry
+``retain_grad`` are kept beside them (``"retained"``). After the last recorded backward the
 record is pickled and the process exits (the rest of the run cannot change what was recorded).
 
 A backward inside a ``wp.ScopedCapture`` block runs nothing (on the CPU too, a capture only records
@@ -104,13 +105,17 @@ def _install() -> None:
             out.append(arr)
         return out
 
-    def leaves(tape: wp.Tape, seeds: list, keys: dict[int, str] | None) -> dict[str, list[np.ndarray]]:
+    def leaves(tape: wp.Tape, seeds: list, keys: dict[int, str] | None) -> tuple[dict[str, list[np.ndarray]], list[str]]:
+        """(gradients by leaf key, the keys of the leaves that carry ``retain_grad``)."""
         found: dict[str, list[np.ndarray]] = {}
+        retained: list[str] = []
         for arr in candidates(tape, seeds):
             grad = np.array(arr.grad.numpy(), dtype=np.float64).reshape(-1)
-            name = keys.get(id(arr)) if keys is not None else None
-            found.setdefault(name or key(arr), []).append(grad)
-        return found
+            name = (keys.get(id(arr)) if keys is not None else None) or key(arr)
+            found.setdefault(name, []).append(grad)
+            if arr.retain_grad:
+                retained.append(name)
+        return found, retained
 
     def dump() -> None:
         with open(RECORD, "wb") as f:
@@ -121,7 +126,8 @@ def _install() -> None:
             return
         wp.synchronize()
         values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in seeds]
-        records.append({"loss": values, "leaves": leaves(tape, seeds, keys)})
+        found, retained = leaves(tape, seeds, keys)
+        records.append({"loss": values, "leaves": found, "retained": retained})
         dump()
         if len(records) >= limit:
             sys.stdout.flush()
