@@ -196,6 +196,8 @@ tape.backward(loss)
                     st = states.get(owner.id)
                     if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
                         continue
+                    if st.replays:  # a graph launched since the zero may have replayed a backward
+                        continue
                     if _asserts_zero(src.parents, ev.node):
                         continue
                     zero = st.zeroed
