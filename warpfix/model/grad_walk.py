@@ -3,11 +3,12 @@ WF3xx tape-lifecycle rules walk it."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
-from warpfix.model.tapeflow import DIFFERENTIABLE, runs_with, tape_of, true_reads
+from warpfix.model.tapeflow import DIFFERENTIABLE, next_backward, runs_with, tape_of, true_reads
 
 
 @dataclass
@@ -112,3 +113,44 @@ def _covers(conditions: list[tuple[tuple[int, int], ...]]) -> bool:
         if all(arms) and all(_covers(a) for a in arms):
             return True
     return False
+
+
+def early_read(
+    events: list[Event], idx: int, pending: dict[int, _Recording], parents: dict[int, ast.AST]
+) -> tuple[Buffer, Event] | None:
+    """For the ``grad_read`` event at ``idx``: ``(x.grad, backward)`` when it reads the values of a
+    gradient before the backward that produces it (the next backward of a tape that has recorded a
+    read of ``x`` since its last backward, on every path the read takes). ``pending`` is what
+    :func:`walk_grads` yields with the event; ``parents`` the read's file's parent map."""
+    ev = events[idx]
+    grad = next((b for b in ev.reads if b.grad_of is not None), None)
+    if grad is None or grad.grad_of is None or takes_reference(parents, ev.node):
+        return None
+    owner = grad.grad_of.root()
+    for tape, recording in pending.items():
+        bwd = next_backward(events, idx, tape) if owner.id in recording.leaves() else None
+        if bwd is not None and runs_with(bwd, ev):
+            return grad, bwd
+    return None
+
+
+def takes_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
+    """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
+    ``x.grad.flatten()``) rather than reading the values."""
+    cur: ast.AST = node
+    while True:
+        parent = parents.get(id(cur))
+        if parent is None or isinstance(parent, ast.stmt):
+            return isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and not isinstance(
+                parent, ast.AugAssign
+            )
+        if isinstance(parent, ast.Call):
+            func = parent.func
+            if isinstance(func, ast.Attribute) and func.value is cur:
+                if func.attr not in ("flatten", "reshape", "view", "transpose"):
+                    return False
+            else:
+                return False
+        elif not isinstance(parent, (ast.List, ast.Tuple, ast.ListComp, ast.comprehension, ast.Attribute)):
+            return False
+        cur = parent
