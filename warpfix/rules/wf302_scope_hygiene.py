@@ -35,7 +35,9 @@ class ScopeHygiene(Rule):
     doc = RuleDoc(
         what=(
             "Flags work placed inside `with tape:` after the last op that writes the loss: metrics, "
-            "optimizer steps, copies, state resets."
+            "optimizer steps, copies, state resets; and, anywhere in a `with tape:` block, a statement that "
+            "reads a `.grad` this tape's next backward produces (an optimizer step moved into the tape, e.g. "
+            "into the first of the blocks a tape is recorded in)."
         ),
         why=(
             "Everything inside the block is recorded and replayed backwards. Work after the loss adds "
@@ -56,7 +58,11 @@ with tape:
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
 """,
-        fix="Safe: the moved work does not feed the loss, so forward values are unchanged.",
+        fix=(
+            "Safe: the moved work does not feed the loss, so forward values are unchanged. A step that reads "
+            "a `.grad` early is moved only when no op between it and the backward reads what it writes "
+            "(else the fix is unsafe: moving it would change what the loss sees)."
+        ),
     )
     VALID = [
         Example(

@@ -49,7 +49,8 @@ class StaleGradRead(Rule):
     doc = RuleDoc(
         what=(
             "Flags a read of `x.grad` (an optimizer launch, `.numpy()`, a copy) before the backward that "
-            "produces it, or after a `tape.zero()`/`tape.reset()` cleared it."
+            "produces it, or after a `tape.zero()`/`tape.reset()` cleared it. A read inside a `with` block of "
+            "the very tape whose backward produces it is an optimizer step on the tape: WF302 reports it."
         ),
         why=(
             "Before the backward `.grad` still holds the previous iteration's gradient (or zeros); after "
