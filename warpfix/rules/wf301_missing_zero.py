@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, exclusive
-from warpfix.model.grad_walk import walk_grads
+from warpfix.model.grad_walk import GradState, walk_grads
 from warpfix.model.tapeflow import DIFFERENTIABLE, line_ref, outputs, tape_of, true_reads
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -197,6 +197,8 @@ for it in range(20):
                     st = states.get(pid)
                     if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
                         continue
+                    if st.replayed_before(ev):
+                        continue
                     if exclusive(st.backward, ev) or st.backward is ev:
                         continue
                     stale.append((buf, st))
@@ -205,7 +207,7 @@ for it in range(20):
                 first = stale[0][1]
                 consumed = first.consumed
                 assert consumed is not None and first.backward is not None
-                names = ", ".join(f"`{buf.label}.grad`" for buf, _ in stale)
+                names = ", ".join(f"`{_grad_name(buf, st)}`" for buf, st in stale)
                 tape_name = str(ev.detail.get("tape_name") or "tape")
                 earlier = (
                     f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
@@ -223,6 +225,15 @@ for it in range(20):
                         (consumed.span, "gradient consumed here"),
                     ),
                 )
+
+
+def _grad_name(buf: Buffer, st: GradState) -> str:
+    """``x.grad`` as the consumer of the gradient wrote it (the allocation's text is no name)."""
+    if st.consumed is not None:
+        for read in st.consumed.reads:
+            if read.grad_of is not None and read.grad_of.root().id == buf.id:
+                return st.consumed.name_of(read)
+    return f"{buf.label}.grad"
 
 
 def _rerecorded(events: list[Event], idx: int, tape: int) -> tuple[Event, Event] | None:

@@ -3,14 +3,27 @@ steps, copies)."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project
-from warpfix.model.facts import Event, exclusive
-from warpfix.model.tapeflow import contains, describe_event, line_ref, outputs, tape_of
+from warpfix.model.facts import Buffer, Event, TapeScope, Trace, exclusive
+from warpfix.model.grad_walk import early_read, walk_grads
+from warpfix.model.tapeflow import (
+    contains,
+    describe_event,
+    line_ref,
+    outputs,
+    tape_display_name,
+    tape_of,
+    true_reads,
+)
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
+
+#: a statement of a tape block reading a gradient early: (index, the read, the gradient, the backward, the scope)
+_EarlyRead = tuple[int, Event, Buffer, Event, TapeScope]
 
 
 class ScopeHygiene(Rule):
@@ -22,7 +35,9 @@ class ScopeHygiene(Rule):
     doc = RuleDoc(
         what=(
             "Flags work placed inside `with tape:` after the last op that writes the loss: metrics, "
-            "optimizer steps, copies, state resets."
+            "optimizer steps, copies, state resets; and, anywhere in a `with tape:` block, a statement that "
+            "reads a `.grad` this tape's next backward produces (an optimizer step moved into the tape, e.g. "
+            "into the first of the blocks a tape is recorded in)."
         ),
         why=(
             "Everything inside the block is recorded and replayed backwards. Work after the loss adds "
@@ -43,7 +58,11 @@ with tape:
 tape.backward(loss)
 wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
 """,
-        fix="Safe: the moved work does not feed the loss, so forward values are unchanged.",
+        fix=(
+            "Safe: the moved work does not feed the loss, so forward values are unchanged. A step that reads "
+            "a `.grad` early is moved only when no op between it and the backward reads what it writes "
+            "(else the fix is unsafe: moving it would change what the loss sees)."
+        ),
     )
     VALID = [
         Example(
@@ -96,6 +115,8 @@ for it in range(20):
 
     def check(self, project: Project) -> Iterator[Finding]:
         for trace in project.traces:
+            early = _early_read_sites(project, trace)
+            yield from self._steps_on_tape(trace, early)
             events = trace.events
             for idx, bwd in enumerate(events):
                 if bwd.kind != "backward" or bwd.tape is None or not bwd.reads:
@@ -112,14 +133,14 @@ for it in range(20):
                     continue
                 loss_ev = events[writers[-1]]
                 loss_site = _site_in(loss_ev, scope.span)
-                seen: set[Span] = set()
+                seen = {(site.path, site.line) for site in early}  # reported as steps on the tape
                 for j, ev in in_scope:
                     if j <= writers[-1] or ev.kind not in self._WORK or exclusive(ev, loss_ev):
                         continue
                     where = _site_in(ev, scope.span)
-                    if where is None or where == loss_site or where in seen:
+                    if where is None or where == loss_site or (where.path, where.line) in seen:
                         continue
-                    seen.add(where)
+                    seen.add((where.path, where.line))
                     tape_name = str(bwd.detail.get("tape_name") or "tape")
                     yield self.finding(
                         where,
@@ -130,6 +151,33 @@ for it in range(20):
                         related=((loss_ev.span, "loss computed here"), (bwd.span, "backward here")),
                     )
 
+    def _steps_on_tape(self, trace: Trace, early: dict[Span, _EarlyRead]) -> Iterator[Finding]:
+        """A statement inside ``with tape:`` that reads a ``.grad`` the tape's own next backward
+        produces: an optimizer step (or a metric of the gradient) moved into the tape, wherever it
+        sits in the block. It steps with the previous gradient (or zeros), and what it writes is
+        recorded and replayed. The move is safe when nothing after it, before the backward, reads what
+        it writes (at the first iteration the step is then invisible to the loss)."""
+        events = trace.events
+        for site, (idx, ev, grad, bwd, scope) in early.items():
+            tape_name = tape_display_name(bwd)
+            stop = events.index(bwd)
+            written = {b.root().id for e in events[idx:stop] if _site_in(e, scope.span) == site
+                       and e.kind in self._WORK for b in outputs(e)}
+            feeds = next((e for e in events[idx:stop] if _site_in(e, scope.span) != site
+                          and any(b.root().id in written for b in true_reads(e))), None)
+            yield self.finding(
+                site,
+                f"`{ev.name_of(grad)}` is read inside `with {tape_name}:` ({line_ref(scope.span, site)}) before "
+                f"`{tape_name}.backward` ({line_ref(bwd.span, site)}) produces it: an optimizer step on the tape "
+                f"uses the previous gradient (or zeros), and its work is recorded and replayed by the backward; "
+                f"move it after the backward"
+                + (f" (not automatically: {describe_event(feeds)} at {line_ref(feeds.span, site)} reads what it "
+                   f"writes)" if feeds is not None else ""),
+                fix_safety=FixSafety.UNSAFE if feeds is not None else None,
+                data={"tape": tape_name},
+                related=((scope.span, "tape block"), (bwd.span, "backward here")),
+            )
+
 
 def _site_in(ev: Event, block: Span) -> Span | None:
     """The statement of ``block`` (a with-statement span) through which ``ev`` runs."""
@@ -137,3 +185,28 @@ def _site_in(ev: Event, block: Span) -> Span | None:
         if contains(block, call):
             return call
     return ev.span if contains(block, ev.span) else None
+
+
+def _early_read_sites(project: Project, trace: Trace) -> dict[Span, _EarlyRead]:
+    """Statements of a ``with tape:`` block that read a ``.grad`` before that tape's next backward
+    produces it: site -> (index, the read, the gradient, the backward, the block's scope)."""
+    out: dict[Span, _EarlyRead] = {}
+    for idx, ev, _states, pending in walk_grads(trace):
+        if ev.kind != "grad_read" or not ev.recorded:
+            continue
+        src = project.files.get(ev.span.path)
+        early = early_read(trace.events, idx, pending, src.parents) if src is not None else None
+        if early is None:
+            continue
+        grad, bwd = early
+        scope = next((sc for sc in reversed(ev.tapes) if sc.tape == bwd.tape), None)
+        site = _site_in(ev, scope.span) if scope is not None else None
+        if scope is None or site is None or src is None:
+            continue
+        if site == ev.span:  # the read itself: report its statement
+            stmt: ast.AST | None = ev.node
+            while stmt is not None and not isinstance(stmt, ast.stmt):
+                stmt = src.parents.get(id(stmt))
+            site = src.span(stmt) if stmt is not None else site
+        out.setdefault(site, (idx, ev, grad, bwd, scope))
+    return out

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.grad_walk import walk_grads
-from warpfix.model.tapeflow import anchor, line_ref, next_backward, runs_with, tape_display_name
+from warpfix.model.grad_walk import early_read, takes_reference, walk_grads
+from warpfix.model.tapeflow import anchor, line_ref, runs_with, tape_display_name
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -40,28 +40,6 @@ def _callee(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _is_reference(parents: dict[int, ast.AST], node: ast.AST) -> bool:
-    """Whether a ``x.grad`` expression only takes a reference (``g = x.grad``, ``[p.grad for p in ps]``,
-    ``x.grad.flatten()``) rather than reading the values."""
-    cur: ast.AST = node
-    while True:
-        parent = parents.get(id(cur))
-        if parent is None or isinstance(parent, ast.stmt):
-            return isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and not isinstance(
-                parent, ast.AugAssign
-            )
-        if isinstance(parent, ast.Call):
-            func = parent.func
-            if isinstance(func, ast.Attribute) and func.value is cur:
-                if func.attr not in ("flatten", "reshape", "view", "transpose"):
-                    return False
-            else:
-                return False
-        elif not isinstance(parent, (ast.List, ast.Tuple, ast.ListComp, ast.comprehension, ast.Attribute)):
-            return False
-        cur = parent
-
-
 class StaleGradRead(Rule):
     id = "WF304"
     name = "stale-grad-read"
@@ -71,7 +49,8 @@ class StaleGradRead(Rule):
     doc = RuleDoc(
         what=(
             "Flags a read of `x.grad` (an optimizer launch, `.numpy()`, a copy) before the backward that "
-            "produces it, or after a `tape.zero()`/`tape.reset()` cleared it."
+            "produces it, or after a `tape.zero()`/`tape.reset()` cleared it. A read inside a `with` block of "
+            "the very tape whose backward produces it is an optimizer step on the tape: WF302 reports it."
         ),
         why=(
             "Before the backward `.grad` still holds the previous iteration's gradient (or zeros); after "
@@ -176,25 +155,28 @@ tape.backward(loss)
                 src = project.files.get(ev.span.path)
                 if src is None:
                     continue
-                if _is_reference(src.parents, ev.node):
+                if takes_reference(src.parents, ev.node):
                     continue
                 owner = grad.grad_of.root()
                 name = ev.name_of(grad)
-                for tape, recording in pending.items():
-                    bwd = next_backward(events, idx, tape) if owner.id in recording.leaves() else None
-                    if bwd is not None and runs_with(bwd, ev):
-                        where = anchor(ev, bwd)
-                        yield self.finding(
-                            where,
-                            f"`{name}` is read before the backward that produces it "
-                            f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
-                            data={"tape": tape_display_name(bwd)},
-                            related=((bwd.span, "gradient produced here"),),
-                        )
-                        break
+                early = early_read(events, idx, pending, src.parents)
+                if early is not None:
+                    bwd = early[1]
+                    if any(scope.tape == bwd.tape for scope in ev.tapes):
+                        continue  # inside that tape's own `with` block: an optimizer step on the tape (WF302)
+                    where = anchor(ev, bwd)
+                    yield self.finding(
+                        where,
+                        f"`{name}` is read before the backward that produces it "
+                        f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
+                        data={"tape": tape_display_name(bwd)},
+                        related=((bwd.span, "gradient produced here"),),
+                    )
                 else:
                     st = states.get(owner.id)
                     if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
+                        continue
+                    if st.replays:  # a graph launched since the zero may have replayed a backward
                         continue
                     if _asserts_zero(src.parents, ev.node):
                         continue
