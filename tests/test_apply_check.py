@@ -142,6 +142,31 @@ def test_judge_by_the_integrity_check_where_fd_cannot(after: dict, rules: list, 
     assert ok is kept and why in reason, reason
 
 
+_OWN_OVERWRITE_BEFORE = {"verdict": "unreliable", "losses": [3.0], "integrity": ["WF902", "WF905"],
+                         "integrity_arrays": ["WF902 u", "WF905 clamp(x)"]}
+
+
+@pytest.mark.parametrize(
+    ("after", "kept", "why"),
+    [
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"]}, True, "removed WF905 clamp(x) and added none"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u", "WF902 x_out"]}, False, "unreliable"),
+        ({"integrity": ["WF902", "WF905"], "integrity_arrays": ["WF902 u", "WF905 clamp(x)"]}, False, "unreliable"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"], "losses": [3.5]}, False, "loss changed"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"], "runtime_findings": ["WF903"]}, False,
+         "unreliable"),
+    ],
+)
+def test_judge_by_the_arrays_the_integrity_check_names(after: dict, kept: bool, why: str) -> None:
+    """A program that overwrites a recorded array on purpose (warp.fem under its own adjoint) keeps that
+    integrity finding: an overwrite fix is proven where FD cannot judge when it removes the findings about
+    other arrays and adds none, with the loss unchanged."""
+    ok, reason = judge(_OWN_OVERWRITE_BEFORE, {"verdict": "unreliable", "losses": [3.0], **after}, ["WF106"])
+    assert ok is kept and why in reason, reason
+    ok, reason = judge(_OWN_OVERWRITE_BEFORE, {"verdict": "unreliable", "losses": [3.0], **after}, ["WF201"])
+    assert not ok  # not an overwrite fix: FD must judge it
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
 def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -448,3 +448,49 @@ def test_list_repeat_is_fixed_only_for_an_allocating_call(slots: str, safety: st
         assert not result.new_sources and result.skipped
     else:
         assert result.new_sources == {"main.py": code.replace(slots, fixed)}
+
+
+STORE_THEN_SCALE = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def motor(c: wp.array(dtype=float), gains: wp.array(dtype=float), torques: wp.array(dtype=float)):
+        i = wp.tid()
+        action = c[i] * 0.5
+        torques[i] = gains[i]
+        torques[i] *= action + c[i]
+""")
+LAUNCHES_MOTOR = src("""
+    import warp as wp
+
+    from kernels import motor
+
+
+    def run(c, gains, torques, n):
+        with wp.Tape():
+            wp.launch(motor, dim=n, inputs=[c, gains], outputs=[torques])
+""")
+
+
+def test_a_store_right_before_the_in_place_multiply_folds_into_one_store() -> None:
+    result = compute_edits({"kernels.py": STORE_THEN_SCALE, "main.py": LAUNCHES_MOTOR},
+                           [finding("WF401", "kernels.py", 9, column=5)])
+    assert result.skipped == []
+    assert set(result.new_sources) == {"kernels.py"}  # the launches stay as they are
+    assert result.new_sources["kernels.py"] == STORE_THEN_SCALE.replace(
+        "    torques[i] = gains[i]\n    torques[i] *= action + c[i]\n", "    torques[i] = gains[i] * (action + c[i])\n"
+    )
+    assert "folded into the store before it" in result.note(result.applied[0])
+
+
+@pytest.mark.parametrize("first, second", [
+    ("torques[i] = 2.0", "torques[i] *= action"),  # a bare literal may not have the array's type
+    ("torques[i] = gains[i]", "torques[i] *= torques[i]"),  # the factor reads the array
+    ("torques[i + 1] = gains[i]", "torques[i] *= action"),  # another element
+])
+def test_a_store_that_cannot_fold_takes_the_output_array(first: str, second: str) -> None:
+    kernels = STORE_THEN_SCALE.replace("torques[i] = gains[i]", first).replace("torques[i] *= action + c[i]", second)
+    result = compute_edits({"kernels.py": kernels, "main.py": LAUNCHES_MOTOR}, [finding("WF401", "kernels.py", 9)])
+    assert result.new_sources == {}
+    assert "torques is also written at line 8" in result.skipped[0][1]

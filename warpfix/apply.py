@@ -157,6 +157,8 @@ def fd_summary(report: Any) -> dict[str, Any]:
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
     runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
     integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
+    # one entry per integrity finding and array (family, else kernel argument): what an edit removed or left
+    integrity_arrays = sorted({_integrity_key(f.rule, f.data) for f in report.findings if f.rule in INTEGRITY_RULES})
     if not verdicts:
         verdict = "none"
     elif "fail" in verdicts or runtime:
@@ -173,7 +175,16 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
         "runtime_findings": runtime,
         "integrity": integrity,
+        "integrity_arrays": integrity_arrays,
     }
+
+
+def _integrity_key(rule: str, data: dict[str, Any]) -> str:
+    """``WF902 x`` for a finding about array (family) ``x``: the same whatever line an edit moved it to."""
+    what = data.get("family") or data.get("array")
+    if not what and data.get("kernel"):
+        what = f"{data['kernel']}({data['argument']})" if data.get("argument") else str(data["kernel"])
+    return f"{rule} {what or '?'}"
 
 
 def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
@@ -221,10 +232,20 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
         loss = "loss unchanged"
     if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
         found, left = before.get("integrity") or [], after.get("integrity") or []
-        if found and not left and not (set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)):
+        other_errors = set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)
+        if found and not left and not other_errors:
             return True, (
                 f"{loss}; FD is unreliable here, so the runtime integrity check decided: "
                 f"{', '.join(found)} before the edit, clean after (no recorded array changes before its backward)"
+            )
+        # findings the program had before the edit about other arrays (an overwrite it makes on purpose, under
+        # its own custom adjoint) stay: the edit must remove some of them, about its arrays, and add none
+        was, now = set(before.get("integrity_arrays") or []), set(after.get("integrity_arrays") or [])
+        if was and now < was and not other_errors:
+            return True, (
+                f"{loss}; FD is unreliable here, so the runtime integrity check decided: the edit removed "
+                f"{', '.join(sorted(was - now))} and added none; {', '.join(sorted(now))} "
+                "(there before the edit too) remain"
             )
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
