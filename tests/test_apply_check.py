@@ -167,6 +167,25 @@ def test_judge_by_the_arrays_the_integrity_check_names(after: dict, kept: bool, 
     assert not ok  # not an overwrite fix: FD must judge it
 
 
+@pytest.mark.parametrize(
+    ("after", "rules", "kept"),
+    [
+        (["WF902 u"], ["WF301"], True),  # the stale gradient is gone; the program's own overwrite stays
+        (["WF902 u", "WF903 x"], ["WF301"], False),
+        (["WF902 u"], ["WF105"], False),  # WF903 observes a missing zero, not an overwrite
+        (["WF902 u"], ["WF301", "WF105"], False),
+    ],
+)
+def test_a_missing_zero_fix_is_judged_by_the_stale_gradient_check(after: list, rules: list, kept: bool) -> None:
+    """WF903 (a gradient already non-zero when the next backward starts) proves a WF301 fix where FD cannot."""
+    before = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF903"], "integrity": ["WF902"],
+              "integrity_arrays": ["WF902 u", "WF903 x"]}
+    ok, reason = judge(before, {"verdict": "unreliable", "losses": [3.0], "integrity_arrays": after}, rules)
+    assert ok is kept, reason
+    if kept:
+        assert "removed WF903 x and added none; WF902 u (there before the edit too) remain" in reason
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
 def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
