@@ -180,7 +180,9 @@ def test_a_missing_zero_fix_is_judged_by_the_stale_gradient_check(after: list, r
     """WF903 (a gradient already non-zero when the next backward starts) proves a WF301 fix where FD cannot."""
     before = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF903"], "integrity": ["WF902"],
               "integrity_arrays": ["WF902 u", "WF903 x"]}
-    ok, reason = judge(before, {"verdict": "unreliable", "losses": [3.0], "integrity_arrays": after}, rules)
+    integrity = sorted({k.split()[0] for k in after if k.split()[0] in ("WF902", "WF905")})
+    ok, reason = judge(before, {"verdict": "unreliable", "losses": [3.0], "integrity": integrity,
+                                "integrity_arrays": after}, rules)
     assert ok is kept, reason
     if kept:
         assert reason.endswith("the runtime checks decided: the edit removed WF903 x and added none")
