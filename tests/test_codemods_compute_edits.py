@@ -494,3 +494,32 @@ def test_a_store_that_cannot_fold_takes_the_output_array(first: str, second: str
     result = compute_edits({"kernels.py": kernels, "main.py": LAUNCHES_MOTOR}, [finding("WF401", "kernels.py", 9)])
     assert result.new_sources == {}
     assert "torques is also written at line 8" in result.skipped[0][1]
+
+
+ROTATED = src("""
+    import warp as wp
+
+
+    class Example:
+        def __init__(self, n):
+            self.states = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(n + 1)]
+            self.states = [self.states[0]] + [self.states[1 + i % 2] for i in range(len(self.states) - 1)]
+
+        def simulate(self, t):
+            wp.launch(step, dim=4, inputs=[self.states[t]], outputs=[self.states[t + 1]])
+""")
+
+
+def test_a_state_list_rotated_through_its_own_slots_gets_fresh_slots() -> None:
+    result = compute_edits({"m.py": ROTATED}, [finding("WF104", "m.py", 11, arg="self.states[t + 1]")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"] == ROTATED.replace(
+        "[self.states[1 + i % 2] for i in", "[wp.zeros(4, dtype=float, requires_grad=True) for i in")
+    assert "fresh rotated slots" in result.note(result.applied[0])
+
+
+def test_a_rotated_list_without_a_constructor_is_refused() -> None:
+    code = ROTATED.replace("[wp.zeros(4, dtype=float, requires_grad=True) for _ in range(n + 1)]", "list(given)")
+    result = compute_edits({"m.py": code}, [finding("WF104", "m.py", 11, arg="self.states[t + 1]")])
+    assert result.new_sources == {}
+    assert "no constructor call builds its slots" in result.skipped[0][1]
