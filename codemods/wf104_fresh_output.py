@@ -9,6 +9,13 @@ The span's line holds the swap, or the writing launch itself (for ``states[i % 2
 style ping-pong: then ``states[(i + 1) % 2] = wp.empty_like(states[(i + 1) % 2])`` goes
 before it).
 
+A list of buffers rebound to a rotation of its own slots (``states = [states[0]] +
+[states[1 + i % 2] for i in range(len(states) - 1)]``: every step writes a slot an earlier
+step read), where the same function first built that list with one constructor call per slot
+(``states = [make() for _ in range(n)]``), gets one ``make()`` per rotated slot again
+(``[make() for i in ...]``): fresh buffers built the way the program built them. This holds for
+the argument ``data["arg"]`` names (``states[t + 1].q``) whatever statement the span is on.
+
 Finding data (optional): ``written`` -- the name the loop writes into (default: the swapped
 name that appears as a launch output or copy destination in the loop); ``arg`` -- with the
 span on a launch, its output argument as written (default: its only output).
@@ -16,6 +23,8 @@ Skipped when the writing launch also reads the buffer, or when the write is not 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -65,6 +74,8 @@ class FreshOutput(FindingCommand):
         if swaps:
             self._plan_swap(swaps[0])
             return
+        if self._fresh_rotated_slots():
+            return
         call = self.on_line(cst.Call, lambda c: bool(_writes(c)[0]))
         wanted = self.data["arg"] or self.data["written"]
         outputs, inputs = _writes(call)
@@ -89,6 +100,58 @@ class FreshOutput(FindingCommand):
                 return
         raise self.not_applicable("no launch or copy in the loop writes a swapped buffer")
 
+    def _fresh_rotated_slots(self) -> bool:
+        """``X = [...] + [X[k + i % m] for i in ...]`` after ``X = [make() for _ in ...]`` in one function:
+        the rotated element becomes ``make()``. False when the finding's buffer is not such a list slot."""
+        arg = self.data["arg"] or ""
+        try:
+            place = cst.parse_expression(arg) if arg else None
+        except cst.ParserSyntaxError:
+            return False
+        while isinstance(place, (cst.Attribute, cst.Subscript)) and not (
+            isinstance(place, cst.Subscript) and isinstance(place.value, _PLACES[:2])
+        ):
+            place = place.value
+        if not isinstance(place, cst.Subscript):
+            return False
+        base = cst.Module(body=()).code_for_node(place.value)
+        for assign in self.nodes(self.tree, cst.Assign):
+            if len(assign.targets) != 1 or self.code(assign.targets[0].target) != base:
+                continue
+            rotated = [c for c in self.nodes(assign.value, cst.ListComp) if _rotates(c, base, self.code)]
+            if not rotated:
+                continue
+            func = self.enclosing(assign, cst.FunctionDef)
+            make = self._slot_constructor(func, assign, base) if func is not None else None
+            if make is None:
+                raise self.not_applicable(
+                    f"`{base}` is rebound to a rotation of its own slots, but no constructor call builds "
+                    "its slots before that in the same function")
+            for comp in rotated:
+                self.replace(comp.elt, make.deep_clone())
+            self.context.scratch["summary"] = (
+                f"fresh rotated slots: `{base}` rotated its own buffers; each rotated slot is a new "
+                f"`{self.code(make)}`, as the list was built")
+            return True
+        return False
+
+    def _slot_constructor(self, func: cst.FunctionDef, rebind: cst.Assign, base: str) -> cst.Call | None:
+        """``make()`` of the last ``base = [make() for _ in ...]`` before ``rebind`` in ``func``."""
+        start = self.pos(rebind).start.line
+        make = None
+        for assign in self.nodes(func.body, cst.Assign):
+            if assign is rebind or self.pos(assign).start.line >= start:
+                continue
+            if len(assign.targets) != 1 or self.code(assign.targets[0].target) != base:
+                continue
+            value = assign.value
+            make = None
+            if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Call) and not any(
+                isinstance(n, cst.Name) and n.value in _comp_names(value) for n in self.nodes(value.elt, cst.Name)
+            ):
+                make = value.elt
+        return make
+
     def _fresh_before(self, call: cst.Call, hit: cst.BaseExpression, inputs: list[cst.BaseExpression]) -> None:
         if any(i.deep_equals(hit) for i in inputs):
             raise self.not_applicable(f"the launch at line {self.pos(call).start.line} also reads {self.code(hit)}")
@@ -105,3 +168,32 @@ def _writes(call: cst.Call) -> tuple[list[cst.BaseExpression], list[cst.BaseExpr
     if call_name(call) == "copy" and positional(call):
         return [positional(call)[0].value], []
     return [], []
+
+
+def _comp_names(comp: cst.ListComp) -> set[str]:
+    """The names a comprehension's ``for`` clauses bind."""
+    names: set[str] = set()
+    clause: cst.CompFor | None = comp.for_in
+    while clause is not None:
+        target = clause.target
+        names |= {target.value} if isinstance(target, cst.Name) else set()
+        clause = clause.inner_for_in
+    return names
+
+
+def _rotates(comp: cst.ListComp, base: str, code: Callable[[cst.CSTNode], str]) -> bool:
+    """Whether ``comp`` is ``[base[... i % m ...] for i in ...]``: slots of ``base`` taken round and round."""
+    elt = comp.elt
+    if not (isinstance(elt, cst.Subscript) and code(elt.value) == base and len(elt.slice) == 1):
+        return False
+    index = elt.slice[0].slice
+    names = _comp_names(comp)
+    mods = [n for n in _walk(index) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
+    return any(isinstance(n, cst.Name) and n.value in names for m in mods for n in _walk(m.left))
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out = [node]
+    for child in node.children:
+        out.extend(_walk(child))
+    return out

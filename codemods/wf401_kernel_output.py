@@ -161,8 +161,12 @@ class KernelOutput(FindingCommand):
         self.extra = {}
         if self.in_target_file():
             self._plan_kernel()
+            if state.get("folded"):
+                return
             self.binding = Binding(names={self.kernel})
             state.update(kernel=self.kernel, param=self.param, index=self.index, extra=self.extra, field=self.field)
+        elif state.get("folded"):
+            raise SkipFile("the kernel alone was rewritten")
         elif "kernel" in state:
             self.kernel, self.param, self.index = state["kernel"], state["param"], state["index"]
             self.extra, self.field = state["extra"], state.get("field")
@@ -231,6 +235,8 @@ class KernelOutput(FindingCommand):
             if not (isinstance(holder, cst.Subscript) and holder.value is name):
                 raise self.not_applicable(f"{place} is passed on at line {self.pos(name).start.line}")
         stores = [s for s in self.nodes(body, (cst.Assign, cst.AugAssign)) if _writes_param(s, place)]
+        if self._fold_into_store(small, stores, place):
+            return
         outside = [s for s in stores if not any(a is top for a in self.ancestors(s)) and s is not small]
         if outside:
             raise self.not_applicable(f"{place} is also written at line {self.pos(outside[0]).start.line}")
@@ -255,6 +261,45 @@ class KernelOutput(FindingCommand):
         self.replace(func.params, lambda new: new.with_changes(
             params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
         ))
+
+    def _fold_into_store(self, small: cst.CSTNode, stores: list[cst.CSTNode], place: str) -> bool:
+        """``a[i] = e`` right before ``a[i] *= b`` (the only two stores of ``a``): one store ``a[i] = e * (b)``.
+
+        The same product of the same operands, in the same order, so the forward is bit for bit the same; nothing
+        is updated in place any more and no launch changes. ``e`` must be a name, attribute, subscript or call
+        (a bare literal could take another type than the array's); ``b`` must not read ``a``.
+        """
+        if not isinstance(small, cst.AugAssign) or type(small.operator) not in (cst.MultiplyAssign, cst.DivideAssign):
+            return False
+        if len(stores) != 2 or stores[1] is not small or not isinstance(stores[0], cst.Assign):
+            return False
+        first, line = stores[0], self.parent(small)
+        block = self.parent(line)
+        statements = list(getattr(block, "body", ()))
+        if line not in statements or statements.index(line) == 0:
+            return False
+        before = statements[statements.index(line) - 1]
+        if not (isinstance(before, cst.SimpleStatementLine) and len(before.body) == 1 and before.body[0] is first):
+            return False
+        if self.code(_store_target(first)) != self.code(_store_target(small)):
+            return False
+        if not isinstance(first.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+            return False
+        param = place.partition(".")[0]
+        if any(n.value == param for n in self.nodes(small.value, cst.Name)):
+            return False
+        value = small.value
+        if not isinstance(value, _ATOMS):
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        product = cst.BinaryOperation(left=first.value, operator=_BINARY[type(small.operator)](), right=value)
+        self.replace(first, lambda new: new.with_changes(value=product))
+        self.remove(line)
+        self.shared(self.context)["folded"] = True
+        self.context.scratch["summary"] = (
+            f"folded into the store before it: `{self.code(_store_target(first))} = {self.code(product)}` "
+            "(the same product, computed once; no launch changes)"
+        )
+        return True
 
     def _field_annotation(self, annotation: cst.Annotation, field: str) -> cst.Annotation:
         """The annotation of ``field`` in the ``@wp.struct`` class ``annotation`` names (defined in this file);

@@ -142,6 +142,52 @@ def test_judge_by_the_integrity_check_where_fd_cannot(after: dict, rules: list, 
     assert ok is kept and why in reason, reason
 
 
+_OWN_OVERWRITE_BEFORE = {"verdict": "unreliable", "losses": [3.0], "integrity": ["WF902", "WF905"],
+                         "integrity_arrays": ["WF902 u", "WF905 clamp(x)"]}
+
+
+@pytest.mark.parametrize(
+    ("after", "kept", "why"),
+    [
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"]}, True, "removed WF905 clamp(x) and added none"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u", "WF902 x_out"]}, False, "unreliable"),
+        ({"integrity": ["WF902", "WF905"], "integrity_arrays": ["WF902 u", "WF905 clamp(x)"]}, False, "unreliable"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"], "losses": [3.5]}, False, "loss changed"),
+        ({"integrity": ["WF902"], "integrity_arrays": ["WF902 u"], "runtime_findings": ["WF903"]}, False,
+         "unreliable"),
+    ],
+)
+def test_judge_by_the_arrays_the_integrity_check_names(after: dict, kept: bool, why: str) -> None:
+    """A program that overwrites a recorded array on purpose (warp.fem under its own adjoint) keeps that
+    integrity finding: an overwrite fix is proven where FD cannot judge when it removes the findings about
+    other arrays and adds none, with the loss unchanged."""
+    ok, reason = judge(_OWN_OVERWRITE_BEFORE, {"verdict": "unreliable", "losses": [3.0], **after}, ["WF106"])
+    assert ok is kept and why in reason, reason
+    ok, reason = judge(_OWN_OVERWRITE_BEFORE, {"verdict": "unreliable", "losses": [3.0], **after}, ["WF201"])
+    assert not ok  # not an overwrite fix: FD must judge it
+
+
+@pytest.mark.parametrize(
+    ("after", "rules", "kept"),
+    [
+        (["WF902 u"], ["WF301"], True),  # the stale gradient is gone; the program's own overwrite stays
+        (["WF902 u", "WF903 x"], ["WF301"], False),
+        (["WF902 u"], ["WF105"], False),  # WF903 observes a missing zero, not an overwrite
+        (["WF902 u"], ["WF301", "WF105"], False),
+    ],
+)
+def test_a_missing_zero_fix_is_judged_by_the_stale_gradient_check(after: list, rules: list, kept: bool) -> None:
+    """WF903 (a gradient already non-zero when the next backward starts) proves a WF301 fix where FD cannot."""
+    before = {"verdict": "fail", "losses": [3.0], "runtime_findings": ["WF903"], "integrity": ["WF902"],
+              "integrity_arrays": ["WF902 u", "WF903 x"]}
+    integrity = sorted({k.split()[0] for k in after if k.split()[0] in ("WF902", "WF905")})
+    ok, reason = judge(before, {"verdict": "unreliable", "losses": [3.0], "integrity": integrity,
+                                "integrity_arrays": after}, rules)
+    assert ok is kept, reason
+    if kept:
+        assert reason.endswith("the runtime checks decided: the edit removed WF903 x and added none")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["WF106-kernel-rmw", "WF702-singular-point"])
 def test_real_verifier_proves_golden_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,3 +43,31 @@ def test_codemod_restores_the_unmutated_program(program: str, operator: str, sit
     result = compute_edits({prog.file: mutant.code}, [finding])
     assert not result.skipped, result.skipped
     assert result.new_sources[prog.file] == original
+
+
+# (program, the rotated list): the benchmark's ping-pong mutants rebuild a state list as a rotation of its slots
+PING_PONG = [("ball", "self.states"), ("spring_cage", "self.states"), ("cloth", "self.states"),
+             ("navier_stokes", "self.omega_timesteps")]
+
+
+@pytest.mark.slow  # libcst over large real programs
+@pytest.mark.parametrize(("program", "base"), PING_PONG, ids=[p for p, _ in PING_PONG])
+def test_rotated_state_list_gets_fresh_slots_built_like_the_list(program: str, base: str) -> None:
+    """WF104 on ``X = [X[0]] + [X[1 + i % 2] for i in ...]``: each rotated slot is the constructor call that
+    built the list (``self.model.state()``, ``wp.zeros(...)``), once per slot, and nothing else changes."""
+    prog, op = PROGRAMS[program], OPERATORS["ping-pong"]
+    if not prog.source.exists():
+        pytest.skip(f"{prog.source} is not installed")
+    original = prog.source.read_text(encoding="utf-8")
+    mutant = op.mutate(original, 0)
+    assert mutant is not None
+    [built] = [line for line in original.splitlines() if line.strip().startswith(f"{base} = [")]
+    make = built.split("= [", 1)[1].rsplit(" for _ in", 1)[0]
+    rotation = f"[{base}[1 + i % 2] for i in range(len({base}) - 1)]"
+    assert rotation in mutant.code
+    finding = Finding("WF104", "ping-pong", Severity.ERROR, Span(prog.file, mutant.line, 1, mutant.line, 1),
+                      "given by hand", Fix(FixSafety.SAFE, ""), {"taped": True, "arg": f"{base}[t + 1]"})
+    result = compute_edits({prog.file: mutant.code}, [finding])
+    assert not result.skipped, result.skipped
+    assert result.new_sources[prog.file] == mutant.code.replace(
+        rotation, f"[{make} for i in range(len({base}) - 1)]")

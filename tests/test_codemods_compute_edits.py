@@ -448,3 +448,78 @@ def test_list_repeat_is_fixed_only_for_an_allocating_call(slots: str, safety: st
         assert not result.new_sources and result.skipped
     else:
         assert result.new_sources == {"main.py": code.replace(slots, fixed)}
+
+
+STORE_THEN_SCALE = src("""
+    import warp as wp
+
+
+    @wp.kernel
+    def motor(c: wp.array(dtype=float), gains: wp.array(dtype=float), torques: wp.array(dtype=float)):
+        i = wp.tid()
+        action = c[i] * 0.5
+        torques[i] = gains[i]
+        torques[i] *= action + c[i]
+""")
+LAUNCHES_MOTOR = src("""
+    import warp as wp
+
+    from kernels import motor
+
+
+    def run(c, gains, torques, n):
+        with wp.Tape():
+            wp.launch(motor, dim=n, inputs=[c, gains], outputs=[torques])
+""")
+
+
+def test_a_store_right_before_the_in_place_multiply_folds_into_one_store() -> None:
+    result = compute_edits({"kernels.py": STORE_THEN_SCALE, "main.py": LAUNCHES_MOTOR},
+                           [finding("WF401", "kernels.py", 9, column=5)])
+    assert result.skipped == []
+    assert set(result.new_sources) == {"kernels.py"}  # the launches stay as they are
+    assert result.new_sources["kernels.py"] == STORE_THEN_SCALE.replace(
+        "    torques[i] = gains[i]\n    torques[i] *= action + c[i]\n", "    torques[i] = gains[i] * (action + c[i])\n"
+    )
+    assert "folded into the store before it" in result.note(result.applied[0])
+
+
+@pytest.mark.parametrize("first, second", [
+    ("torques[i] = 2.0", "torques[i] *= action"),  # a bare literal may not have the array's type
+    ("torques[i] = gains[i]", "torques[i] *= torques[i]"),  # the factor reads the array
+    ("torques[i + 1] = gains[i]", "torques[i] *= action"),  # another element
+])
+def test_a_store_that_cannot_fold_takes_the_output_array(first: str, second: str) -> None:
+    kernels = STORE_THEN_SCALE.replace("torques[i] = gains[i]", first).replace("torques[i] *= action + c[i]", second)
+    result = compute_edits({"kernels.py": kernels, "main.py": LAUNCHES_MOTOR}, [finding("WF401", "kernels.py", 9)])
+    assert result.new_sources == {}
+    assert "torques is also written at line 8" in result.skipped[0][1]
+
+
+ROTATED = src("""
+    import warp as wp
+
+
+    class Example:
+        def __init__(self, n):
+            self.states = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(n + 1)]
+            self.states = [self.states[0]] + [self.states[1 + i % 2] for i in range(len(self.states) - 1)]
+
+        def simulate(self, t):
+            wp.launch(step, dim=4, inputs=[self.states[t]], outputs=[self.states[t + 1]])
+""")
+
+
+def test_a_state_list_rotated_through_its_own_slots_gets_fresh_slots() -> None:
+    result = compute_edits({"m.py": ROTATED}, [finding("WF104", "m.py", 11, arg="self.states[t + 1]")])
+    assert result.skipped == []
+    assert result.new_sources["m.py"] == ROTATED.replace(
+        "[self.states[1 + i % 2] for i in", "[wp.zeros(4, dtype=float, requires_grad=True) for i in")
+    assert "fresh rotated slots" in result.note(result.applied[0])
+
+
+def test_a_rotated_list_without_a_constructor_is_refused() -> None:
+    code = ROTATED.replace("[wp.zeros(4, dtype=float, requires_grad=True) for _ in range(n + 1)]", "list(given)")
+    result = compute_edits({"m.py": code}, [finding("WF104", "m.py", 11, arg="self.states[t + 1]")])
+    assert result.new_sources == {}
+    assert "no constructor call builds its slots" in result.skipped[0][1]

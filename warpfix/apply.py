@@ -37,12 +37,16 @@ from warpfix.procs import scratch_run
 #: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
 #: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
 INTEGRITY_RULES = ("WF902", "WF905")
-#: the fixes that remove an overwrite of a recorded array
 #: the fixes that may merge or split backwards (the WF601 hoist: one tape over the windows), judged on the
 #: iteration's total loss; any other fix that changes how many backwards precede the first parameter update
 #: is judged on the backwards both runs have
 MERGING_FIXES = ("WF601",)
+#: the fixes that remove an overwrite of a recorded array
 OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
+#: runtime finding -> the fixes whose effect it observes, per array: where FD cannot judge, such a fix is
+#: proven when the findings about its arrays go away (the overwrite checks; WF903, a gradient already
+#: non-zero when the next iteration's backward starts, for the missing zero)
+RUNTIME_PROOF = {"WF902": OVERWRITE_FIXES, "WF905": OVERWRITE_FIXES, "WF903": ("WF301",)}
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
 
@@ -157,6 +161,8 @@ def fd_summary(report: Any) -> dict[str, Any]:
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
     runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
     integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
+    # one entry per integrity finding and array (family, else kernel argument): what an edit removed or left
+    integrity_arrays = sorted({_integrity_key(f.rule, f.data) for f in report.findings if f.rule in RUNTIME_PROOF})
     if not verdicts:
         verdict = "none"
     elif "fail" in verdicts or runtime:
@@ -173,7 +179,16 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
         "runtime_findings": runtime,
         "integrity": integrity,
+        "integrity_arrays": integrity_arrays,
     }
+
+
+def _integrity_key(rule: str, data: dict[str, Any]) -> str:
+    """``WF902 x`` for a finding about array (family) ``x``: the same whatever line an edit moved it to."""
+    what = data.get("family") or data.get("array")
+    if not what and data.get("kernel"):
+        what = f"{data['kernel']}({data['argument']})" if data.get("argument") else str(data["kernel"])
+    return f"{rule} {what or '?'}"
 
 
 def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
@@ -221,10 +236,25 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
         loss = "loss unchanged"
     if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
         found, left = before.get("integrity") or [], after.get("integrity") or []
-        if found and not left and not (set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)):
+        other_errors = set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)
+        if found and not left and not other_errors:
             return True, (
                 f"{loss}; FD is unreliable here, so the runtime integrity check decided: "
                 f"{', '.join(found)} before the edit, clean after (no recorded array changes before its backward)"
+            )
+    if after["verdict"] == "unreliable" and rules:
+        # findings the program had before the edit about other arrays (an overwrite it makes on purpose, under
+        # its own custom adjoint) stay: the edit must remove some of them, about its arrays, and add none
+        proving = {r for r, fixes in RUNTIME_PROOF.items() if all(x in fixes for x in rules)}
+        was = {k for k in before.get("integrity_arrays") or [] if k.split()[0] in proving}
+        now = {k for k in after.get("integrity_arrays") or [] if k.split()[0] in proving}
+        # no runtime error the program did not have before, other than those the edit is judged by
+        other_errors = set(after.get("runtime_findings") or []) - proving - set(before.get("runtime_findings") or [])
+        if was and now < was and not other_errors:
+            remain = f"; {', '.join(sorted(now))} (there before the edit too) remain" if now else ""
+            return True, (
+                f"{loss}; FD is unreliable here, so the runtime checks decided: the edit removed "
+                f"{', '.join(sorted(was - now))} and added none{remain}"
             )
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
