@@ -26,7 +26,6 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 from __future__ import annotations
 
 import atexit
-import bisect
 import inspect
 import json
 import math
@@ -49,6 +48,7 @@ import numpy as np
 from . import judge
 from .adjoint import check_custom_adjoints
 from .adjoint import install_hook as install_adjoint_hook
+from .spans import SpanIndex, mem_range, overlap, with_aliases
 
 ENV_OUT = "WARPFIX_VERIFY_OUT"
 ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
@@ -70,6 +70,8 @@ BACKWARD_CAP = 32
 FD_BUDGET_S = 60.0
 #: ... or twice the time the program itself has run so far, when that is more (big examples).
 FD_PROGRAM_FACTOR = 2.0
+#: Replays one FD sample takes when its ladder passes early (two steps, each a central difference).
+REPLAYS_PER_SAMPLE = 4
 #: Leaves compared per backward when the program updates none of them from gradients.
 UNTRAINED_LEAVES = 4
 #: Replays that do not reproduce the loss to this relative tolerance make FD unreliable.
@@ -152,6 +154,9 @@ class ArrayInfo:
     span: tuple[Any, int, int] | None = None  # memory range, to find writes through aliases
     label: str = ""  # the kernel argument (or struct field) it was first passed as
     trained: bool = False  # written from gradient data (an optimizer step) after a backward
+    # op index before which replays put back ``snap``: the array came into the window over memory the
+    # program had changed outside the trace since the window last saw it (a pooled buffer lent again)
+    reset_at: int | None = None
 
 
 @dataclass(eq=False)
@@ -195,6 +200,7 @@ class ReplayPlan:
     leaves_at: dict[int, list[ArrayInfo]]  # op index -> leaves first read there
     start: int = 0  # the first operation replayed: where the window's first tape began recording
     start_state: dict[int, Any] = field(default_factory=dict)  # info.order -> contents at ``start``
+    resets: dict[int, list[ArrayInfo]] = field(default_factory=dict)  # op index -> arrays put back there
 
 
 @dataclass
@@ -256,22 +262,6 @@ def _flat(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
-def _mem_range(arr: Any) -> tuple[Any, int, int] | None:
-    """(device, first byte, end byte) of the memory an array view spans; None without memory."""
-    if arr.ptr is None:
-        return None
-    from warp._src.types import type_size_in_bytes  # noqa: PLC0415
-
-    last = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides, strict=True))
-    return arr.device, arr.ptr, arr.ptr + last + type_size_in_bytes(arr.dtype)
-
-
-def _overlap(a: tuple[Any, int, int] | None, b: tuple[Any, int, int] | None) -> bool:
-    if a is None or b is None or a[0] != b[0]:
-        return False
-    return a[1] < b[2] and b[1] < a[2]
-
-
 class Tracer:
     """Records the window, runs the FD comparisons, writes the result file."""
 
@@ -288,9 +278,10 @@ class Tracer:
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
-        self.starts: list[int] = []  # sorted first bytes of the window's arrays (see on_deallocate)
+        self.spans = SpanIndex()  # the window's arrays (ArrayInfo) by the memory they span
         self.deferred_frees: list[tuple[Callable[..., Any], Any, int, int]] = []
         self.grads: dict[int, Any] = {}  # id(grad array) -> grad array (kept alive)
+        self.grad_spans = SpanIndex()  # the same gradients by the memory they span
         self.tape_since: dict[int, int] = {}  # id(tape) -> op index of its last reset
         self.backwards: list[dict[str, Any]] = []
         self.verified: list[BackwardRecord] = []
@@ -468,18 +459,25 @@ class Tracer:
             h = _digest(arr)
         order = len(self.arrays)
         name = (self.name_of(arr, frame) if arr.requires_grad else None) or f"array#{order}{list(arr.shape)}"
-        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr), label=label)
-        if info.span is not None:
-            bisect.insort(self.starts, info.span[1])
+        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=mem_range(arr), label=label)
+        with self.paused():
+            over = list(self.spans.overlapping(info.span))
+            if over and all(other.hash != _digest(other.arr) for other in over):
+                # every array of the window over this memory holds contents no traced operation left there:
+                # the program wrote it outside the trace (a warp.fem temporary lent again, then zeroed); a
+                # replay must find here what the program found, not what the earlier arrays' operations leave
+                info.reset_at = len(self.ops)
+        self.spans.add(info.span, info)
         self.hold(arr)
         # a gradient, or a view of one (`x.grad.flatten()` handed to an optimizer)
         info.is_grad = (id(arr) in self.grads and self.grads[id(arr)] is arr) or (
-            arr.deleter is None and any(_overlap(info.span, _mem_range(g)) for g in self.grads.values())
+            arr.deleter is None and self.grad_spans.any_overlap(info.span)
         )
         info.tainted = info.is_grad
         self.arrays[id(arr)] = info
-        if arr.requires_grad and arr.grad is not None:
+        if arr.requires_grad and arr.grad is not None and self.grads.get(id(arr.grad)) is not arr.grad:
             self.grads[id(arr.grad)] = arr.grad
+            self.grad_spans.add(mem_range(arr.grad), arr.grad)
         return info
 
     def hold(self, arr: Any) -> None:
@@ -505,8 +503,7 @@ class Tracer:
     def on_deallocate(self, orig: Callable[..., Any], allocator: Any, ptr: int, size: int) -> None:
         """Free device memory, unless the window holds arrays in it: those frees wait until the window
         is dropped (views made with ``ptr=`` do not keep their owner alive, and the probe replays them)."""
-        at = bisect.bisect_left(self.starts, ptr)
-        if self.mode != "done" and at < len(self.starts) and self.starts[at] < ptr + size:
+        if self.mode != "done" and self.spans.starts_within(ptr, ptr + size):
             self.deferred_frees.append((orig, allocator, ptr, size))
         else:
             orig(allocator, ptr, size)
@@ -514,7 +511,7 @@ class Tracer:
     def drop_arrays(self) -> None:
         """Forget the window's arrays and free the memory kept for them."""
         self.arrays = {}
-        self.starts = []
+        self.spans = SpanIndex()
         frees, self.deferred_frees = self.deferred_frees, []
         for orig, allocator, ptr, size in frees:
             orig(allocator, ptr, size)
@@ -527,8 +524,7 @@ class Tracer:
         # memory that arr does not own (a view, a `ptr=` alias) may belong to a traced array
         if arr.deleter is not None:
             return False
-        span = _mem_range(arr)
-        return any(_overlap(span, i.span) for i in self.arrays.values())
+        return self.spans.any_overlap(mem_range(arr))
 
     def freeze(self, v: Any) -> Any:
         """A copy of a launch argument that later host-side changes cannot reach (arrays by reference)."""
@@ -623,7 +619,7 @@ class Tracer:
             if tainted_in and self.verified and info.arr.deleter is None:
                 # an optimizer writing a parameter through a view (`Adam([w.flatten()])`)
                 for leaf in self.window_params:
-                    if leaf is not info and not leaf.trained and _overlap(leaf.span, info.span):
+                    if leaf is not info and not leaf.trained and overlap(leaf.span, info.span):
                         leaf.trained = end_window = True
         self.ops.append(op)
         if end_window:
@@ -782,7 +778,7 @@ class Tracer:
         """The window's arrays whose memory holds the address ``ptr``."""
         if not ptr:
             return []
-        return [i.arr for i in self.arrays.values() if i.span is not None and i.span[1] <= ptr < i.span[2]]
+        return [i.arr for i in self.spans.at_address(ptr)]
 
     # ----------------------------------------------------------------- hooks
     def hooked(self) -> bool:
@@ -1177,11 +1173,14 @@ class Tracer:
         """Everything a later FD comparison of this backward needs, fixed now (the window moves on)."""
         infos = sorted(self.arrays.values(), key=lambda i: i.order)
         n_ops = len(self.ops)
-        written = _with_aliases(infos, {id(w) for op in self.ops for w in op.writes})
+        written = with_aliases(infos, {id(w) for op in self.ops for w in op.writes})
         start = self.tape_start or 0
         restore = [i for i in infos if id(i) in written or self.is_param_candidate(i)]
         plan = ReplayPlan(n_ops, restore, {}, start, {i.order: self.tape_state[i.order] for i in restore
                                                       if i.order in self.tape_state})  # fmt: skip
+        for info in infos:
+            if info.reset_at is not None and start <= info.reset_at < n_ops:
+                plan.resets.setdefault(info.reset_at, []).append(info)
         for info in leaves:
             # perturbed where the iteration reads it: uses in set-up before the tape are constants (as to autodiff)
             at = max(self.leaf_read.get(info.order, info.first_read), start)
@@ -1267,14 +1266,21 @@ class Tracer:
         out: list[dict[str, Any]] = []
         try:
             values: dict[int, np.ndarray] = {}
+            started = time.perf_counter()
             replays = (self.replay(job.plan, objective, {}, capture=values), self.replay(job.plan, objective, {}))
+            per_replay = (time.perf_counter() - started) / 2.0
             worst = max(replays, key=lambda v: abs(v - value) if math.isfinite(v) else math.inf)
             noise = abs(worst - value) if math.isfinite(worst) else math.inf
             replay_ok = noise <= REPLAY_RTOL * abs(value) + loss_ulp
-            for info in leaves:
+            if not replay_ok:
+                self.note_divergence(job.plan, objective)
+            for k, info in enumerate(leaves):
+                # as many samples as the budget left allows, shared by the leaves still to judge
+                left = (self.fd_deadline - time.perf_counter()) / max(per_replay, 1e-9) / (len(leaves) - k)
+                most = max(1, int(left // REPLAYS_PER_SAMPLE))
                 out.append(
                     self.compare_param(info, objective, value, loss_ulp, noise, worst, replay_ok, values,
-                                       job.ad[id(info)], job.plan)
+                                       job.ad[id(info)], job.plan, most)
                 )  # fmt: skip
         except _BudgetSpent:
             reason = (
@@ -1309,7 +1315,7 @@ class Tracer:
                         (
                             later
                             for later in self.ops[op.index + 1 :]
-                            if any(w is info or _overlap(w.span, info.span) for w in later.writes)
+                            if any(w is info or overlap(w.span, info.span) for w in later.writes)
                         ),
                         None,
                     )
@@ -1408,12 +1414,14 @@ class Tracer:
         objective: Objective,
         perturb: dict[int, np.ndarray],
         capture: dict[int, np.ndarray] | None = None,
+        diverged: list[tuple[Op, ArrayInfo]] | None = None,
     ) -> float:
         """Restore the window as it was where its first tape began, replay its operations up to the backward;
         return the objective.
 
         ``perturb`` maps a leaf's order to a flat delta added right before its first read;
-        ``capture`` receives each leaf's flat value at that point.
+        ``capture`` receives each leaf's flat value at that point; ``diverged`` (given for an unperturbed
+        replay) receives the first operation that reads contents other than the program's run read there.
         """
         copy = self.orig["copy"]
         for info in reversed(plan.restore):
@@ -1421,6 +1429,10 @@ class Tracer:
         for op in self.ops[plan.start : plan.n_ops]:
             if time.perf_counter() > self.fd_deadline:
                 raise _BudgetSpent
+            if diverged is not None and not diverged:
+                diverged += [(op, i) for i in op.reads if op.read_hash.get(i.order, None) not in (None, _digest(i.arr))][:1]
+            for info in plan.resets.get(op.index, ()):
+                copy(self.nograd(info.arr), info.snap)
             for info in plan.leaves_at.get(op.index, ()):
                 if capture is not None:
                     capture[info.order] = _flat(info.arr.numpy()).copy()
@@ -1431,6 +1443,16 @@ class Tracer:
                     self.orig["copy"](self.nograd(info.arr), src)
             op.replay()
         return objective.value()
+
+    def note_divergence(self, plan: ReplayPlan, objective: Objective) -> None:
+        """Say where an unperturbed replay that misses the program's loss first departs from its run."""
+        diverged: list[tuple[Op, ArrayInfo]] = []
+        self.replay(plan, objective, {}, diverged=diverged)
+        if diverged:
+            op, info = diverged[0]
+            where = f"{op.path}:{op.line}" + (f" (in {op.library})" if op.library else "")
+            self.note(f"the replay first departs from the program's run at the {op.label} at {where} "
+                      f"(operation {op.index}): `{info.name}` holds other contents there than when the program ran it")  # fmt: skip
 
     def compare_param(
         self,
@@ -1444,7 +1466,10 @@ class Tracer:
         values: dict[int, np.ndarray],
         grad: np.ndarray,
         plan: ReplayPlan,
+        most: int = ELEMENT_SAMPLES + DIRECTION_SAMPLES,
     ) -> dict[str, Any]:
+        """The FD verdict on one leaf, from ``most`` perturbations at most (elements, then random
+        directions; when the budget allows fewer than all, one direction covers every element first)."""
         base = {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": ""}
         if not replay_ok:
             reason = (
@@ -1470,27 +1495,44 @@ class Tracer:
         if n > len(elements):  # directions add nothing when every element is sampled
             for _ in range(DIRECTION_SAMPLES):
                 vectors.append(("direction", None, self.rng.choice([-1.0, 1.0], size=n) * scale))
+        if most < len(vectors):  # an iteration too costly to replay for every sample in the budget
+            elements_first = sorted((v for v in vectors if v[0] == "element"), key=lambda v: -abs(float(grad[v[1]])))
+            vectors = [v for v in vectors if v[0] == "direction"][:1] + elements_first
+            vectors = vectors[:most]
+            base["reason"] = (f"{len(vectors)} perturbation(s) instead of {ELEMENT_SAMPLES + DIRECTION_SAMPLES}: "
+                              "the FD time budget allows no more replays of this iteration")  # fmt: skip
         ladders: list[tuple[str, int | None, float, list[judge.StepResult]]] = []
         for kind, idx, v in vectors:
-            if time.perf_counter() > self.fd_deadline:
-                reason = f"the FD time budget ({self.fd_budget():.0f} s) ran out before this parameter was judged"
-                return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
-            ad_v = float(np.dot(grad, v))
-            nz = v != 0.0
-            t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
             steps: list[judge.StepResult] = []
-            for c in STEP_LADDER:
-                # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
-                t = max(c, t_min * c / STEP_LADDER[-1])
-                plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
-                minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
-                lp = self.replay(plan, objective, {info.order: plus})
-                lm = self.replay(plan, objective, {info.order: minus})
-                # the effective step after rounding the perturbed parameter to its dtype
-                t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
-                steps.append(judge.StepResult(t_eff, lp, lm))
-                if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
-                    break
+            ad_v = float(np.dot(grad, v))
+            try:
+                if time.perf_counter() > self.fd_deadline:
+                    raise _BudgetSpent
+                nz = v != 0.0
+                t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
+                for c in STEP_LADDER:
+                    # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
+                    t = max(c, t_min * c / STEP_LADDER[-1])
+                    plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
+                    minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
+                    lp = self.replay(plan, objective, {info.order: plus})
+                    lm = self.replay(plan, objective, {info.order: minus})
+                    # the effective step after rounding the perturbed parameter to its dtype
+                    t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
+                    steps.append(judge.StepResult(t_eff, lp, lm))
+                    if not (math.isfinite(lp) and math.isfinite(lm)):
+                        break  # a loss that is not finite makes the sample unreliable whatever the other steps show
+                    if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
+                        break
+            except _BudgetSpent:
+                # judge what was measured: the complete ladders, and this one if it already says something
+                if len(steps) >= 2 or (steps and not math.isfinite(steps[-1].fd)):
+                    ladders.append((kind, idx, ad_v, steps))
+                spent = f"the FD time budget ({self.fd_budget():.0f} s) ran out"
+                if not ladders:
+                    return {**base, "verdict": judge.UNRELIABLE, "reason": f"{spent} before this parameter was judged"}
+                base["reason"] = f"{spent} after {len(ladders)} of {len(vectors)} perturbation(s)"
+                break
             ladders.append((kind, idx, ad_v, steps))
         fd_mid = [abs(s[1].fd) for _, _, _, s in ladders if len(s) > 1 and math.isfinite(s[1].fd)]
         floor = 1e-3 * float(np.median(fd_mid)) if fd_mid else 0.0
@@ -1505,7 +1547,7 @@ class Tracer:
             "signature": verdict.signature,
             "max_rel_err": verdict.max_rel_err,
             "ad_fd_ratio": verdict.ad_fd_ratio,
-            "reason": verdict.reason,
+            "reason": "; ".join(r for r in (verdict.reason, base.get("reason", "")) if r),
         }
 
     def emit_param_findings(self, info: ArrayInfo, res: dict[str, Any], path: str, line: int) -> None:
@@ -1538,6 +1580,7 @@ class Tracer:
             self.ops = []
             self.drop_arrays()
             self.grads = {}
+            self.grad_spans = SpanIndex()
             self.tape_since = {}
             self.leaf_read = {}
             self.tape_start = None
@@ -1697,24 +1740,6 @@ class _ProgramError(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _with_aliases(infos: list[ArrayInfo], ids: set[int]) -> set[int]:
-    """``ids`` (of ArrayInfo objects) and every array sharing memory with one of them (views, ``ptr=``
-    aliases of another dtype): restoring one of them alone would leave the others' contents behind."""
-    out = set(ids)
-    spans = sorted(((i.span[1], i.span[2], i) for i in infos if i.span is not None), key=lambda s: s[:2])
-    group: list[ArrayInfo] = []
-    end = -1
-    for first, last, info in [*spans, (math.inf, math.inf, None)]:
-        if first >= end:  # a run of overlapping memory ends
-            if len(group) > 1 and any(id(g) in ids for g in group):
-                out.update(id(g) for g in group)
-            group, end = [], last
-        if info is not None:
-            group.append(info)
-            end = max(end, last)
-    return out
 
 
 def _pointer(arg: Any) -> int | None:
