@@ -462,10 +462,13 @@ class Tracer:
         info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=mem_range(arr), label=label)
         with self.paused():
             over = list(self.spans.overlapping(info.span))
-            if over and all(other.hash != _digest(other.arr) for other in over):
-                # every array of the window over this memory holds contents no traced operation left there:
-                # the program wrote it outside the trace (a warp.fem temporary lent again, then zeroed); a
-                # replay must find here what the program found, not what the earlier arrays' operations leave
+            written = [other for other in over if other.writes_at]
+            # what a replay leaves in this memory: the last traced write to it (else the arrays' snapshots)
+            judged = [max(written, key=lambda other: other.writes_at[-1])] if written else over
+            if judged and all(other.hash != _digest(other.arr) for other in judged):
+                # the memory holds contents no traced operation left there: the program wrote it outside the
+                # trace (a warp.fem temporary lent again, then zeroed); a replay must find here what the
+                # program found, not what the earlier arrays' operations leave
                 info.reset_at = len(self.ops)
         self.spans.add(info.span, info)
         self.hold(arr)
