@@ -1418,13 +1418,15 @@ class Tracer:
         perturb: dict[int, np.ndarray],
         capture: dict[int, np.ndarray] | None = None,
         diverged: list[tuple[Op, ArrayInfo]] | None = None,
+        non_finite: list[tuple[Op, ArrayInfo]] | None = None,
     ) -> float:
         """Restore the window as it was where its first tape began, replay its operations up to the backward;
         return the objective.
 
         ``perturb`` maps a leaf's order to a flat delta added right before its first read;
         ``capture`` receives each leaf's flat value at that point; ``diverged`` (given for an unperturbed
-        replay) receives the first operation that reads contents other than the program's run read there.
+        replay) receives the first operation that reads contents other than the program's run read there;
+        ``non_finite`` the first operation that writes a NaN or inf.
         """
         copy = self.orig["copy"]
         for info in reversed(plan.restore):
@@ -1445,7 +1447,21 @@ class Tracer:
                     src = self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device)
                     self.orig["copy"](self.nograd(info.arr), src)
             op.replay()
+            if non_finite is not None and not non_finite:
+                non_finite += [(op, i) for i in op.writes if _has_non_finite(i.arr)][:1]
         return objective.value()
+
+    def note_non_finite(self, plan: ReplayPlan, objective: Objective, perturb: dict[int, np.ndarray]) -> None:
+        """Say (once) where a perturbed replay whose loss is not finite first writes a NaN or inf."""
+        if any(n.startswith("a perturbed replay") for n in self.notes):
+            return
+        found: list[tuple[Op, ArrayInfo]] = []
+        self.replay(plan, objective, perturb, non_finite=found)
+        if found:
+            op, info = found[0]
+            where = f"{op.path}:{op.line}" + (f" (in {op.library})" if op.library else "")
+            self.note(f"a perturbed replay first writes a non-finite value at the {op.label} at {where} "
+                      f"(operation {op.index}, into `{info.name}`)")  # fmt: skip
 
     def note_divergence(self, plan: ReplayPlan, objective: Objective) -> None:
         """Say where an unperturbed replay that misses the program's loss first departs from its run."""
@@ -1524,6 +1540,7 @@ class Tracer:
                     t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
                     steps.append(judge.StepResult(t_eff, lp, lm))
                     if not (math.isfinite(lp) and math.isfinite(lm)):
+                        self.note_non_finite(plan, objective, {info.order: plus if not math.isfinite(lp) else minus})
                         break  # a loss that is not finite makes the sample unreliable whatever the other steps show
                     if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
                         break
@@ -1743,6 +1760,11 @@ class _ProgramError(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _has_non_finite(arr: Any) -> bool:
+    values = arr.numpy()
+    return values.dtype.kind in "fc" and not bool(np.all(np.isfinite(values)))
 
 
 def _pointer(arg: Any) -> int | None:
