@@ -48,7 +48,9 @@ def test_what_check_found_library_lines_and_unknown_shapes_are_not_offered():
     no_codemod = make_finding("WF905", HIDDEN, line, "tracker", {}, classified_as="WF999")  # no such rule
     library = make_finding("WF902", "../lib/solver.py", 10, "lib", {}, classified_as="WF101")
     unclassified = make_finding("WF902", HIDDEN, line, "host", {})
-    assert runtime_fixes([no_codemod, library, unclassified], str(PROGRAMS), {path: text}, []) == []
+    # an overwrite FD could not confirm (a warning) is not worth a trial run of the fixer
+    unconfirmed = make_finding("WF902", HIDDEN, line, "fem", {}, classified_as="WF303", severity="warning")
+    assert runtime_fixes([no_codemod, library, unclassified, unconfirmed], str(PROGRAMS), {path: text}, []) == []
 
 
 @pytest.mark.slow

@@ -30,15 +30,17 @@ def _source_key(path: str, cwd: str, sources: Mapping[str, str]) -> str | None:
 def runtime_fixes(
     findings: Iterable[Finding], cwd: str, sources: Mapping[str, str], static: Iterable[Finding]
 ) -> list[Finding]:
-    """The classified runtime ``findings`` (paths relative to ``cwd``, where the program ran) as static
-    findings of their rule with that rule's fix, in the files of ``sources``, except where ``static``
-    (what `check` reported) already has a finding of the rule: one per rule and line."""
+    """The classified runtime error ``findings`` (paths relative to ``cwd``, where the program ran) as
+    static findings of their rule with that rule's fix, in the files of ``sources``, except where
+    ``static`` (what `check` reported) already has a finding of the rule: one per rule and line."""
     from codemods import COMMANDS  # noqa: PLC0415 - libcst is loaded only when fixes are planned
     from warpfix.rules import rule_by_id  # noqa: PLC0415
 
     known = [(f.rule, os.path.abspath(f.path), f.line) for f in static]
     out: dict[tuple[str, str, int], Finding] = {}
     for finding in findings:
+        if finding.severity is not Severity.ERROR:  # a warning: verify could not confirm it reaches a gradient
+            continue
         rule_id = finding.data.get("classified_as")
         rule = rule_by_id(rule_id) if isinstance(rule_id, str) else None
         if rule is None or rule.id not in COMMANDS or rule.fix_safety is FixSafety.NONE:
