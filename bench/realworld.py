@@ -3,6 +3,7 @@
     python bench/realworld.py                    # newton's diffsim examples + the Warp wheel's CPU ones
     python bench/realworld.py --only ball drone  # programs whose label contains a word
     python bench/realworld.py --timeout 900      # verify time limit per program (seconds)
+    python bench/realworld.py --extra-path /tmp/pylib  # a folder on the programs' PYTHONPATH (pxr, nlopt)
 
 Per program: static findings (rule counts, errors), verify verdicts, and wall time of the example
 alone against verify (after one plain run has filled Warp's kernel cache). The examples run with
@@ -78,20 +79,25 @@ def check(src: Path) -> tuple[str, int]:
     return " ".join(f"{r}x{n}" for r, n in sorted(counts.items())) or "-", errors
 
 
-def run_alone(cmd: list[str], cwd: Path, timeout: float) -> float | None:
+def run_alone(cmd: list[str], cwd: Path, timeout: float) -> tuple[float | None, str]:
+    """Wall seconds of one plain run (None when it fails or times out), and the last line it printed."""
     started = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return None
-    return time.perf_counter() - started if proc.returncode == 0 else None
+        return None, f"timed out at {timeout:.0f} s"
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+    return (time.perf_counter() - started if proc.returncode == 0 else None), last[0][:160]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="labels containing one of these words")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run (alone and verify)")
+    parser.add_argument("--extra-path", default="", help="a folder put on the programs' PYTHONPATH (e.g. pxr, nlopt)")
     args = parser.parse_args()
+    if args.extra_path:
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [args.extra_path, os.environ.get("PYTHONPATH")]))
     env_cache = os.environ.setdefault("WARP_CACHE_PATH", str(Path.home() / ".cache" / "warpfix-tests-warp"))
     print(f"# kernel cache {env_cache}; python {sys.executable}")
     for label, src, cmd in programs():
@@ -99,7 +105,7 @@ def main() -> int:
             continue
         rules, errors = check(src)
         run_alone(cmd, src.parent, args.timeout)  # fills the kernel cache
-        alone = run_alone(cmd, src.parent, args.timeout)
+        alone, last_line = run_alone(cmd, src.parent, args.timeout)
         started = time.perf_counter()
         report = run_verify(cmd, cwd=str(src.parent), timeout=args.timeout)
         took = time.perf_counter() - started
@@ -109,7 +115,7 @@ def main() -> int:
             f"{f.rule}{'->' + f.data['classified_as'] if f.data.get('classified_as') else ''}" for f in report.findings
         )
         v_errors = sum(f.severity.value == "error" for f in report.findings)
-        alone_s = f"{alone:.1f}s" if alone is not None else "failed/timeout"
+        alone_s = f"{alone:.1f}s" if alone is not None else f"failed ({last_line})"
         print(f"== {label}")
         print(f"   check:  {rules} ({errors} error(s))")
         if report.error:

@@ -243,9 +243,10 @@ def test_cli_uses_the_entry_from_pyproject(tmp_path):
     assert doc["backwards"][0]["site"] == f"spring_ok.py:{line_of('spring_ok.py', 'tape.backward(loss)')}"
 
 
-@pytest.mark.parametrize("mode", ["scan", "prepared", "freed-view"])
+@pytest.mark.parametrize("mode", ["scan", "prepared", "freed-view", "pooled"])
 def test_buffers_written_the_way_libraries_do_are_replayed_exactly(mode):
-    # warp.fem / warp.optim shapes: a native scan, a prepared launch, a view of a freed temporary
+    # warp.fem / warp.optim shapes: a native scan, a prepared launch, a view of a freed temporary, a
+    # pooled buffer lent again after its owner zeroed it (without the reset the replay reads stale contents)
     report = verify("python", "library_buffers.py", mode)
     assert report.error is None, report.error
     verdicts = [(p.verdict, p.reason) for b in report.backwards for p in b.params]

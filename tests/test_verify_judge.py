@@ -156,3 +156,14 @@ def test_classify_unreliable_samples_do_not_hide_a_failure():
     bad = judge.SampleJudgement("element", 1.0, None, judge.UNRELIABLE, judge.CANCELLATION)
     v = classify([bad, sample(0.0, 2.0)])
     assert v.verdict == judge.FAIL
+
+
+def test_classify_a_loss_that_blows_up_under_perturbation_decides_nothing():
+    # warp.fem's elastic_shape: most perturbed replays give a NaN loss, one finite one disagrees
+    blown = judge_sample("element", 0.06, [StepResult(0.1, float("nan"), float("nan"))], ULP32)
+    assert blown.reason == judge.NON_FINITE
+    v = classify([blown, sample(-0.0005, -0.0042)])
+    assert v.verdict == judge.UNRELIABLE
+    assert v.reason.startswith(judge.NON_FINITE) and "1 of 2" in v.reason
+    # without a failing sample the finite ones still pass
+    assert classify([blown, sample(-0.0042, -0.0042)]).verdict == judge.PASS

@@ -286,6 +286,7 @@ def check_fixes(
     """
     if verify is None:
         from warpfix.verify import run_verify as verify
+    from warpfix.verify.fixable import runtime_fixes
     check, errors = _initial(paths, selection)
     out = ApplyResult(errors=errors)
     root = os.path.abspath(root)
@@ -294,10 +295,13 @@ def check_fixes(
         out.errors.append(f"{outside[0]}: outside the project folder {root}; cannot check it")
         return out
 
+    reports: list[Any] = []
+
     def run(files: dict[str, str]) -> dict[str, Any]:
         absolute = {os.path.abspath(p): t for p, t in files.items()}
         report = scratch_run(root, absolute, command, lambda cmd, cwd: verify(cmd, cwd=cwd, device=device,
                                                                               timeout=timeout))
+        reports.append(report)
         return fd_summary(report)
 
     original = dict(check.sources)
@@ -311,7 +315,8 @@ def check_fixes(
         out.errors.append(f"cannot verify the original program: {baseline['error']}")
         return out
 
-    findings = check.findings
+    # what verify saw at runtime and `check` missed, as the static findings whose codemods fix it
+    findings = [*check.findings, *runtime_fixes(reports[0].findings, root, original, check.findings)]
     decided: set[tuple] = set()
     for _ in range(rounds):
         # every finding of this round refers to `start`; compute_edits maps lines through the kept fixes

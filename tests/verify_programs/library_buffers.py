@@ -1,8 +1,9 @@
 """Correct, and shaped like warp.fem / warp.optim code: inside the iteration, buffers are written by a
-native scan, by a prepared launch (``record_cmd=True``) and through a ``ptr=`` view of a temporary that
-the program frees before the backward. FD replays of the iteration must reproduce all of it.
+native scan, by a prepared launch (``record_cmd=True``), through a ``ptr=`` view of a temporary that
+the program frees before the backward, and through views of a pooled buffer lent twice (zeroed by its
+owner in between, outside any launch the probe traces). FD replays must reproduce all of it.
 
-    python library_buffers.py [scan|prepared|freed-view]   (default: all three)
+    python library_buffers.py [scan|prepared|freed-view|pooled]   (default: all four)
 """
 
 import sys
@@ -11,7 +12,8 @@ import numpy as np
 import warp as wp
 
 N = 32
-MODES = sys.argv[1:] or ["scan", "prepared", "freed-view"]
+MODES = sys.argv[1:] or ["scan", "prepared", "freed-view", "pooled"]
+POOL: list[wp.array] = []  # a buffer a library lends out as views (warp.fem's TemporaryStore)
 
 
 @wp.kernel
@@ -29,6 +31,16 @@ def weights_from_offsets(offsets: wp.array(dtype=int), w: wp.array(dtype=float))
 def fill_weights(w: wp.array(dtype=float), scale: float):
     i = wp.tid()
     w[i] = scale * float(i + 1)
+
+
+@wp.kernel
+def shifted(src: wp.array(dtype=float), scale: float, dst: wp.array(dtype=float)):
+    i = wp.tid()
+    dst[i] = src[i] + scale * float(i + 1)
+
+
+def lend(pool: wp.array) -> wp.array:
+    return wp.array(ptr=pool.ptr, dtype=float, shape=(N,), device=pool.device)
 
 
 @wp.kernel
@@ -59,6 +71,12 @@ def weights(mode: str, w: wp.array, counts: wp.array, offsets: wp.array) -> wp.a
     elif mode == "prepared":
         cmd = wp.launch(fill_weights, dim=N, inputs=[w, 0.05], record_cmd=True)
         cmd.launch()
+    elif mode == "pooled":  # lent, written, zeroed by the pool's owner, lent again and read
+        if not POOL:
+            POOL.append(wp.zeros(N, dtype=float))
+        wp.launch(fill_weights, dim=N, inputs=[lend(POOL[0]), 0.03])
+        POOL[0].zero_()
+        wp.launch(shifted, dim=N, inputs=[lend(POOL[0]), 0.05, w])
     else:  # a view over a temporary's memory, the temporary freed (fem's release())
         tmp = wp.empty(N, dtype=float)
         view = wp.array(ptr=tmp.ptr, dtype=float, shape=(N,), device=tmp.device)

@@ -212,6 +212,12 @@ def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> Par
     if any(not math.isfinite(s.ad) for s in samples):
         return ParamVerdict(FAIL, "NaN/inf", max_rel, ratio, samples=samples)
     failing = [s for s in reliable if s.status == FAIL]
+    non_finite = [s for s in samples if s.reason == NON_FINITE]
+    if failing and non_finite:
+        # the replayed forward blows up under some perturbations: its other differences are no evidence
+        why = (f"{NON_FINITE}: the loss is not finite under {len(non_finite)} of {len(samples)} perturbation(s), so "
+               f"the {len(failing)} that disagree with autodiff do not show a wrong gradient")  # fmt: skip
+        return ParamVerdict(UNRELIABLE, "", max_rel, ratio, why, samples)
     if not reliable:
         reasons = sorted({s.reason for s in samples})
         if chaos_hint and KINK_OR_CHAOS in reasons:

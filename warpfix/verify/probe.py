@@ -26,54 +26,47 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 from __future__ import annotations
 
 import atexit
-import bisect
 import inspect
 import json
 import math
 import os
-import re
 import runpy
 import sys
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 # relative imports only: this package is also copied alone onto the program's PYTHONPATH
-from . import judge
 from .adjoint import check_custom_adjoints
 from .adjoint import install_hook as install_adjoint_hook
+from .fd import FiniteDifferences
+from .records import (
+    ArrayInfo,
+    BackwardRecord,
+    Objective,
+    Op,
+    PendingCompare,
+    ProbeGraph,
+    digest,
+    family,
+    flat,
+)
+from .spans import SpanIndex, mem_range, overlap
 
 ENV_OUT = "WARPFIX_VERIFY_OUT"
 ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
 #: The folder holding the probe package and its sitecustomize (removed from the program's children).
 ENV_PATH = "WARPFIX_VERIFY_PATH"
 
-#: Step-size ladder (dimensionless, times the per-element scale of the parameter).
-STEP_LADDER = (1e-1, 1e-2, 1e-3, 1e-4)
-#: A step is at least this many ulp of the perturbed value.
-MIN_STEP_ULPS = 32.0
-#: Element samples per parameter (both ends plus random ones) and random +-1 directions.
-ELEMENT_SAMPLES = 4
-DIRECTION_SAMPLES = 2
 #: The window is cut after this many operations.
 OP_CAP = 20000
 #: ... or this many backward calls.
 BACKWARD_CAP = 32
-#: No new backward is compared once FD has taken this many seconds.
-FD_BUDGET_S = 60.0
-#: ... or twice the time the program itself has run so far, when that is more (big examples).
-FD_PROGRAM_FACTOR = 2.0
-#: Leaves compared per backward when the program updates none of them from gradients.
-UNTRAINED_LEAVES = 4
-#: Replays that do not reproduce the loss to this relative tolerance make FD unreliable.
-REPLAY_RTOL = 1e-4
 
 #: Warp's native routines that read and write arrays without a launch (scans, sorts, sparse assembly):
 #: traced and replayed like launches, their arrays found by the pointers they are passed.
@@ -134,145 +127,7 @@ def _is_library(path: str) -> bool:
     return path.startswith(_LIBRARY_DIRS) or "/site-packages/" in path or "/dist-packages/" in path
 
 
-@dataclass(eq=False)
-class ArrayInfo:
-    """What the probe knows about one array touched in the window."""
-
-    arr: Any
-    order: int
-    snap: Any
-    name: str
-    hash: int
-    first_read: int | None = None
-    taped_write: bool = False
-    written_after_read: bool = False
-    writes_at: list[int] = field(default_factory=list)  # op indices that wrote it
-    tainted: bool = False
-    is_grad: bool = False
-    span: tuple[Any, int, int] | None = None  # memory range, to find writes through aliases
-    label: str = ""  # the kernel argument (or struct field) it was first passed as
-    trained: bool = False  # written from gradient data (an optimizer step) after a backward
-
-
-@dataclass(eq=False)
-class Op:
-    """One recorded operation of the window."""
-
-    index: int
-    kind: str  # "launch", "copy", "assign", "fill", "zero"
-    label: str  # e.g. "launch of kernel integrate"
-    path: str
-    line: int
-    tape: Any
-    replay: Callable[[], None]
-    reads: list[ArrayInfo]
-    writes: list[ArrayInfo]
-    read_hash: dict[int, int] = field(default_factory=dict)  # info.order -> content hash when read
-    # info.order -> (argument position or None in a struct, may read, declared write) of each use in this op
-    positions: dict[int, list[tuple[int | None, bool, bool]]] = field(default_factory=dict)
-    library: str | None = None  # "path:line" of the library call that made it, when not the program
-    replayed: bool = False  # a replay of a captured graph
-    recording: Any = None  # the tape recording when the operation ran (a fill is never recorded, but may run inside one)
-
-
-@dataclass(eq=False)
-class ProbeGraph:
-    """What ``capture_end`` returns under the probe: the captured operations, as calls back into the
-    probe's hooks with their arguments frozen at capture time (what a graph replays)."""
-
-    site: str
-    events: list[Callable[[], Any]] = field(default_factory=list)
-    launches: int = 0
-    saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id -> (array, contents before capture)
-
-
-@dataclass
-class ReplayPlan:
-    """What every FD replay of one backward does: the operations, what to restore, where leaves are read."""
-
-    n_ops: int
-    restore: list[ArrayInfo]
-    leaves_at: dict[int, list[ArrayInfo]]  # op index -> leaves first read there
-    start: int = 0  # the first operation replayed: where the window's first tape began recording
-    start_state: dict[int, Any] = field(default_factory=dict)  # info.order -> contents at ``start``
-
-
-@dataclass
-class BackwardRecord:
-    """The verdicts of a compared backward, kept to recognise cross-window mismatches."""
-
-    params: dict[int, str]  # info.order -> verdict
-
-
-@dataclass
-class Objective:
-    """The scalar a backward differentiates: sum(seed * array) over its seeds (a loss: seed 1)."""
-
-    seeds: list[tuple[Any, np.ndarray]]
-    how: str  # "loss", or how the seeds were given
-
-    def value(self) -> float:
-        return float(sum(float(np.dot(seed, _flat(arr.numpy()))) for arr, seed in self.seeds))
-
-    def ulp(self, wp: Any) -> float:
-        """The rounding resolution of the objective: seed-weighted ulp of every seeded value."""
-        total = 0.0
-        for arr, seed in self.seeds:
-            dtype = np.float64 if wp._src.types.type_scalar_type(arr.dtype) == wp.float64 else np.float32
-            vals = np.abs(_flat(arr.numpy())).astype(dtype)
-            total += float(np.sum(np.abs(seed) * np.spacing(vals).astype(np.float64)))
-        return total
-
-
-@dataclass
-class PendingCompare:
-    """A backward whose FD comparison waits until the program shows which parameters it trains."""
-
-    entry: dict[str, Any]
-    objective: Objective
-    leaves: list[ArrayInfo]
-    ad: dict[int, np.ndarray]
-    path: str
-    line: int
-    plan: ReplayPlan
-    infos: list[ArrayInfo]
-    records: list[BackwardRecord]  # the window's backwards, in order
-    record: BackwardRecord
-    notes: dict[int, str]  # id(info) -> note on that leaf
-    integrity: list[dict[str, Any]] = field(default_factory=list)  # WF902 findings raised at this backward
-
-
-def family(name: str) -> str:
-    """The array family of a name: list indices dropped (``states[3].q`` -> ``states[].q``)."""
-    return re.sub(r"\[[^\]]*\]", "[]", name)
-
-
-def _digest(arr: Any) -> int:
-    data = np.ascontiguousarray(arr.numpy())
-    return zlib.crc32(data.view(np.uint8).reshape(-1))
-
-
-def _flat(values: np.ndarray) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64).reshape(-1)
-
-
-def _mem_range(arr: Any) -> tuple[Any, int, int] | None:
-    """(device, first byte, end byte) of the memory an array view spans; None without memory."""
-    if arr.ptr is None:
-        return None
-    from warp._src.types import type_size_in_bytes  # noqa: PLC0415
-
-    last = sum((s - 1) * abs(st) for s, st in zip(arr.shape, arr.strides, strict=True))
-    return arr.device, arr.ptr, arr.ptr + last + type_size_in_bytes(arr.dtype)
-
-
-def _overlap(a: tuple[Any, int, int] | None, b: tuple[Any, int, int] | None) -> bool:
-    if a is None or b is None or a[0] != b[0]:
-        return False
-    return a[1] < b[2] and b[1] < a[2]
-
-
-class Tracer:
+class Tracer(FiniteDifferences):
     """Records the window, runs the FD comparisons, writes the result file."""
 
     def __init__(self, out_path: str, cwd: str) -> None:
@@ -288,9 +143,10 @@ class Tracer:
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
-        self.starts: list[int] = []  # sorted first bytes of the window's arrays (see on_deallocate)
+        self.spans = SpanIndex()  # the window's arrays (ArrayInfo) by the memory they span
         self.deferred_frees: list[tuple[Callable[..., Any], Any, int, int]] = []
         self.grads: dict[int, Any] = {}  # id(grad array) -> grad array (kept alive)
+        self.grad_spans = SpanIndex()  # the same gradients by the memory they span
         self.tape_since: dict[int, int] = {}  # id(tape) -> op index of its last reset
         self.backwards: list[dict[str, Any]] = []
         self.verified: list[BackwardRecord] = []
@@ -465,21 +321,31 @@ class Tracer:
             return info
         with self.paused():
             snap = self.wp.clone(arr, requires_grad=False)
-            h = _digest(arr)
+            h = digest(arr)
         order = len(self.arrays)
         name = (self.name_of(arr, frame) if arr.requires_grad else None) or f"array#{order}{list(arr.shape)}"
-        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=_mem_range(arr), label=label)
-        if info.span is not None:
-            bisect.insort(self.starts, info.span[1])
+        info = ArrayInfo(arr=arr, order=order, snap=snap, name=name, hash=h, span=mem_range(arr), label=label)
+        with self.paused():
+            over = list(self.spans.overlapping(info.span))
+            written = [other for other in over if other.writes_at]
+            # what a replay leaves in this memory: the last traced write to it (else the arrays' snapshots)
+            judged = [max(written, key=lambda other: other.writes_at[-1])] if written else over
+            if judged and all(other.hash != digest(other.arr) for other in judged):
+                # the memory holds contents no traced operation left there: the program wrote it outside the
+                # trace (a warp.fem temporary lent again, then zeroed); a replay must find here what the
+                # program found, not what the earlier arrays' operations leave
+                info.reset_at = len(self.ops)
+        self.spans.add(info.span, info)
         self.hold(arr)
         # a gradient, or a view of one (`x.grad.flatten()` handed to an optimizer)
         info.is_grad = (id(arr) in self.grads and self.grads[id(arr)] is arr) or (
-            arr.deleter is None and any(_overlap(info.span, _mem_range(g)) for g in self.grads.values())
+            arr.deleter is None and self.grad_spans.any_overlap(info.span)
         )
         info.tainted = info.is_grad
         self.arrays[id(arr)] = info
-        if arr.requires_grad and arr.grad is not None:
+        if arr.requires_grad and arr.grad is not None and self.grads.get(id(arr.grad)) is not arr.grad:
             self.grads[id(arr.grad)] = arr.grad
+            self.grad_spans.add(mem_range(arr.grad), arr.grad)
         return info
 
     def hold(self, arr: Any) -> None:
@@ -505,8 +371,7 @@ class Tracer:
     def on_deallocate(self, orig: Callable[..., Any], allocator: Any, ptr: int, size: int) -> None:
         """Free device memory, unless the window holds arrays in it: those frees wait until the window
         is dropped (views made with ``ptr=`` do not keep their owner alive, and the probe replays them)."""
-        at = bisect.bisect_left(self.starts, ptr)
-        if self.mode != "done" and at < len(self.starts) and self.starts[at] < ptr + size:
+        if self.mode != "done" and self.spans.starts_within(ptr, ptr + size):
             self.deferred_frees.append((orig, allocator, ptr, size))
         else:
             orig(allocator, ptr, size)
@@ -514,7 +379,7 @@ class Tracer:
     def drop_arrays(self) -> None:
         """Forget the window's arrays and free the memory kept for them."""
         self.arrays = {}
-        self.starts = []
+        self.spans = SpanIndex()
         frees, self.deferred_frees = self.deferred_frees, []
         for orig, allocator, ptr, size in frees:
             orig(allocator, ptr, size)
@@ -527,8 +392,7 @@ class Tracer:
         # memory that arr does not own (a view, a `ptr=` alias) may belong to a traced array
         if arr.deleter is not None:
             return False
-        span = _mem_range(arr)
-        return any(_overlap(span, i.span) for i in self.arrays.values())
+        return self.spans.any_overlap(mem_range(arr))
 
     def freeze(self, v: Any) -> Any:
         """A copy of a launch argument that later host-side changes cannot reach (arrays by reference)."""
@@ -623,7 +487,7 @@ class Tracer:
             if tainted_in and self.verified and info.arr.deleter is None:
                 # an optimizer writing a parameter through a view (`Adam([w.flatten()])`)
                 for leaf in self.window_params:
-                    if leaf is not info and not leaf.trained and _overlap(leaf.span, info.span):
+                    if leaf is not info and not leaf.trained and overlap(leaf.span, info.span):
                         leaf.trained = end_window = True
         self.ops.append(op)
         if end_window:
@@ -684,7 +548,7 @@ class Tracer:
         with self.paused():
             for info, may_read, known_write, *_ in infos:
                 if id(info) not in pre and (may_read or not known_write):
-                    pre[id(info)] = _digest(info.arr)
+                    pre[id(info)] = digest(info.arr)
         self.depth += 1
         self.seconds["trace"] += time.perf_counter() - started
         try:
@@ -702,7 +566,7 @@ class Tracer:
                 post = post_of.get(id(info))
                 if post is None:
                     unchanged = id(info.arr) in read_only and id(info) in pre
-                    post = post_of[id(info)] = pre[id(info)] if unchanged else _digest(info.arr)
+                    post = post_of[id(info)] = pre[id(info)] if unchanged else digest(info.arr)
                 written = known_write or post != pre.get(id(info), post)
                 positions.setdefault(info.order, []).append((pos, may_read, known_write))
                 if written and info not in writes:
@@ -782,7 +646,7 @@ class Tracer:
         """The window's arrays whose memory holds the address ``ptr``."""
         if not ptr:
             return []
-        return [i.arr for i in self.arrays.values() if i.span is not None and i.span[1] <= ptr < i.span[2]]
+        return [i.arr for i in self.spans.at_address(ptr)]
 
     # ----------------------------------------------------------------- hooks
     def hooked(self) -> bool:
@@ -1093,7 +957,7 @@ class Tracer:
         if self.verified:
             known = {id(i) for i in self.window_params}
             with self.paused():
-                host_written = [i for i in leaves if id(i) in known and _digest(i.arr) != i.hash]
+                host_written = [i for i in leaves if id(i) in known and digest(i.arr) != i.hash]
             if not any(id(i) in known for i in leaves) or host_written:
                 # a new iteration: fresh parameters, or parameters updated on the host
                 self.check_accumulated(self.window_params, path, line, {id(i.arr) for i in leaves})
@@ -1112,9 +976,9 @@ class Tracer:
             seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
             objective = Objective(seeds, how)
             value = objective.value()
-            before = {id(i): _flat(i.arr.grad.numpy()).copy() for i in leaves}
+            before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}
             result = orig(tape, loss, grads)
-            ad = {id(i): _flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
+            ad = {id(i): flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
             self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
             entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
             if how != "loss":
@@ -1153,7 +1017,7 @@ class Tracer:
         if loss is not None:
             return [(loss, np.ones(1))], "loss"
         if grads:
-            out = [(a, _flat(g.numpy()).copy()) for a, g in grads.items() if self.is_array(a) and self.is_array(g)]
+            out = [(a, flat(g.numpy()).copy()) for a, g in grads.items() if self.is_array(a) and self.is_array(g)]
             return out, "sum(seed * output) of the grads= seeds"
         # seeded by hand: `out.grad.fill_(1.0); tape.backward()`
         out: list[tuple[Any, np.ndarray]] = []
@@ -1165,126 +1029,10 @@ class Tracer:
                 if id(arr) in seen or id(arr) in leaf_ids or arr.grad is None:
                     continue
                 seen.add(id(arr))
-                g = _flat(arr.grad.numpy())
+                g = flat(arr.grad.numpy())
                 if np.any(g != 0.0):
                     out.append((arr, g.copy()))
         return out, "sum(seed * output) of the gradients seeded by hand"
-
-    def plan_compare(
-        self, entry: dict[str, Any], objective: Objective, leaves: list[ArrayInfo], ad: dict[int, np.ndarray],
-        path: str, line: int, record: BackwardRecord,
-    ) -> PendingCompare:
-        """Everything a later FD comparison of this backward needs, fixed now (the window moves on)."""
-        infos = sorted(self.arrays.values(), key=lambda i: i.order)
-        n_ops = len(self.ops)
-        written = _with_aliases(infos, {id(w) for op in self.ops for w in op.writes})
-        start = self.tape_start or 0
-        restore = [i for i in infos if id(i) in written or self.is_param_candidate(i)]
-        plan = ReplayPlan(n_ops, restore, {}, start, {i.order: self.tape_state[i.order] for i in restore
-                                                      if i.order in self.tape_state})  # fmt: skip
-        for info in leaves:
-            # perturbed where the iteration reads it: uses in set-up before the tape are constants (as to autodiff)
-            at = max(self.leaf_read.get(info.order, info.first_read), start)
-            plan.leaves_at.setdefault(at, []).append(info)
-        notes = {}
-        for info in leaves:
-            host = self.host_reads.get(id(info.arr))
-            if host is not None and host[0] is info.arr and host[2] <= n_ops:
-                notes[id(info)] = (
-                    f"the program reads `{info.name}` on the host at {host[1]}: values it computes from it there "
-                    "are constants to both autodiff and this FD"
-                )
-        return PendingCompare(entry, objective, leaves, ad, path, line, plan, infos, self.verified, record, notes)
-
-    def fd_budget(self) -> float:
-        """Seconds FD may take in all: FD_BUDGET_S, or a multiple of the program's own run time so far."""
-        program = time.perf_counter() - self.started - self.fd_seconds
-        return max(FD_BUDGET_S, FD_PROGRAM_FACTOR * program)
-
-    def flush_pending(self) -> None:
-        """Run the FD comparisons of the backwards seen so far: the parameters the program updated from
-        gradients (its trained parameters), or, when it updated none yet, the first few leaves."""
-        pending, self.pending = self.pending, []
-        for job in pending:
-            started = time.perf_counter()
-            trained = [i for i in job.leaves if i.trained]
-            chosen = trained or job.leaves[:UNTRAINED_LEAVES]
-            skipped = len(job.leaves) - len(chosen)
-            if skipped:
-                why = "the program updates only the compared ones from gradients" if trained else "cap"
-                extra = f"{skipped} other leaf array(s) on the tape not compared ({why})"
-                job.entry["note"] = f"{job.entry['note']}; {extra}" if job.entry.get("note") else extra
-            if self.fd_seconds > self.fd_budget():
-                spent = f"not compared: the FD time budget ({self.fd_budget():.0f} s) is spent"
-                job.entry["note"] = f"{job.entry['note']}; {spent}" if job.entry.get("note") else spent
-                continue
-            self.fd_deadline = started + max(self.fd_budget() - self.fd_seconds, 0.0)
-            with self.paused():
-                try:
-                    job.entry["params"] = self.compare(job, chosen)
-                except Exception as exc:  # noqa: BLE001 - one backward that cannot be replayed is not fatal
-                    job.entry["note"] = f"FD replay failed: {type(exc).__name__}: {exc}"
-            job.record.params.update({i.order: p["verdict"] for i, p in zip(chosen, job.entry["params"], strict=False)})
-            verdicts = {p["verdict"] for p in job.entry["params"]}
-            if verdicts and judge.FAIL not in verdicts:
-                if verdicts == {judge.PASS}:  # a real overwrite, but the gradient it feeds agrees with FD
-                    why = (f"FD agrees with autodiff at the backward at {job.path}:{job.line}, so the "
-                           "overwritten values do not change this gradient measurably here")
-                else:  # programs with their own adjoints (tape.record_func) overwrite on purpose
-                    why = (f"FD cannot judge the backward at {job.path}:{job.line} (unreliable), so nothing "
-                           "confirms that the overwritten values reach its gradient")
-                for f in job.integrity:
-                    if f.get("severity") is None:
-                        f["severity"] = "warning"
-                        f["message"] += f"; {why}"
-            self.fd_seconds += time.perf_counter() - started
-            self.seconds["fd"] = self.fd_seconds
-        self.flush()
-
-    def compare(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
-        out = self.replay_and_judge(job, leaves)
-        first_record = job.records[0] if job.records and job.records[0] is not job.record else None
-        for info, res in zip(leaves, out, strict=True):
-            note = job.notes.get(id(info))
-            if note:
-                res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note
-            earlier = first_record.params.get(info.order) if first_record else None
-            if res["verdict"] == judge.FAIL and earlier == judge.PASS and res["signature"] != "NaN/inf":
-                res["reason"] = (
-                    f"{res['signature']} mismatch at a later backward of this iteration while the first agrees: "
-                    "each tape differentiates its own window only"
-                )
-                res["signature"] = "cross-window"
-            self.emit_param_findings(info, res, job.path, job.line)
-        return out
-
-    def replay_and_judge(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
-        """The FD verdict on each leaf, from replays of the window (restored to its state afterwards)."""
-        infos = job.infos
-        checkpoint = {id(i): self.wp.clone(i.arr, requires_grad=False) for i in infos}
-        objective, value = job.objective, job.entry["loss"]
-        loss_ulp = objective.ulp(self.wp) if math.isfinite(value) else 0.0
-        out: list[dict[str, Any]] = []
-        try:
-            values: dict[int, np.ndarray] = {}
-            replays = (self.replay(job.plan, objective, {}, capture=values), self.replay(job.plan, objective, {}))
-            worst = max(replays, key=lambda v: abs(v - value) if math.isfinite(v) else math.inf)
-            noise = abs(worst - value) if math.isfinite(worst) else math.inf
-            replay_ok = noise <= REPLAY_RTOL * abs(value) + loss_ulp
-            for info in leaves:
-                out.append(
-                    self.compare_param(info, objective, value, loss_ulp, noise, worst, replay_ok, values,
-                                       job.ad[id(info)], job.plan)
-                )  # fmt: skip
-        except _BudgetSpent:
-            reason = (
-                f"the FD time budget ({self.fd_budget():.0f} s) ran out while replaying the iteration "
-                f"({job.plan.n_ops} operations)"
-            )
-            out += [_unjudged(i, reason) for i in leaves[len(out):]]
-        finally:
-            self.restore(infos, checkpoint)
-        return out
 
     # ----------------------------------------------------------------- checks
     def resolve_name(self, info: ArrayInfo, frame: Any) -> None:
@@ -1301,7 +1049,7 @@ class Tracer:
                     if info in op.writes or info.order not in op.read_hash:
                         continue
                     if info.order not in current:
-                        current[info.order] = _digest(info.arr)
+                        current[info.order] = digest(info.arr)
                     if current[info.order] == op.read_hash[info.order]:
                         continue
                     self.resolve_name(info, frame)
@@ -1309,7 +1057,7 @@ class Tracer:
                         (
                             later
                             for later in self.ops[op.index + 1 :]
-                            if any(w is info or _overlap(w.span, info.span) for w in later.writes)
+                            if any(w is info or overlap(w.span, info.span) for w in later.writes)
                         ),
                         None,
                     )
@@ -1380,7 +1128,7 @@ class Tracer:
                 g = info.arr.grad
                 if id(info.arr) not in used or g is None:
                     continue
-                vals = _flat(g.numpy())
+                vals = flat(g.numpy())
                 if np.any(vals != 0.0):
                     stale.append((info, float(np.max(np.abs(vals)))))
         if not stale:
@@ -1396,135 +1144,6 @@ class Tracer:
         self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
                          array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
 
-    # ----------------------------------------------------------------- FD
-    def restore(self, infos: list[ArrayInfo], source: dict[int, Any]) -> None:
-        copy = self.orig["copy"]
-        for info in reversed(infos):
-            copy(self.nograd(info.arr), source[id(info)])
-
-    def replay(
-        self,
-        plan: ReplayPlan,
-        objective: Objective,
-        perturb: dict[int, np.ndarray],
-        capture: dict[int, np.ndarray] | None = None,
-    ) -> float:
-        """Restore the window as it was where its first tape began, replay its operations up to the backward;
-        return the objective.
-
-        ``perturb`` maps a leaf's order to a flat delta added right before its first read;
-        ``capture`` receives each leaf's flat value at that point.
-        """
-        copy = self.orig["copy"]
-        for info in reversed(plan.restore):
-            copy(self.nograd(info.arr), plan.start_state.get(info.order, info.snap))
-        for op in self.ops[plan.start : plan.n_ops]:
-            if time.perf_counter() > self.fd_deadline:
-                raise _BudgetSpent
-            for info in plan.leaves_at.get(op.index, ()):
-                if capture is not None:
-                    capture[info.order] = _flat(info.arr.numpy()).copy()
-                if info.order in perturb:
-                    cur = info.arr.numpy()
-                    new = (_flat(cur) + perturb[info.order]).astype(cur.dtype).reshape(cur.shape)
-                    src = self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device)
-                    self.orig["copy"](self.nograd(info.arr), src)
-            op.replay()
-        return objective.value()
-
-    def compare_param(
-        self,
-        info: ArrayInfo,
-        objective: Objective,
-        loss_value: float,
-        loss_ulp: float,
-        noise: float,
-        replayed: float,
-        replay_ok: bool,
-        values: dict[int, np.ndarray],
-        grad: np.ndarray,
-        plan: ReplayPlan,
-    ) -> dict[str, Any]:
-        base = {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": ""}
-        if not replay_ok:
-            reason = (
-                f"{judge.NOISE}: replaying the iteration gives loss {replayed:.7g} instead of "
-                f"{loss_value:.7g} (nondeterministic forward or state the probe cannot restore)"
-            )
-            return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
-        x = values[info.order]  # the parameter as its first reader sees it
-        dtype = np.float64 if self.wp._src.types.type_scalar_type(info.arr.dtype) == self.wp.float64 else np.float32
-        xs = x.astype(dtype)
-        ulp = np.spacing(np.abs(xs)).astype(np.float64)
-        rms = float(np.sqrt(np.mean(x * x))) if x.size else 0.0
-        scale = np.minimum(1.0, np.maximum(np.abs(x), rms))
-        scale[scale == 0.0] = 1.0
-        n = x.size
-        picks = [0, n - 1] + [int(i) for i in self.rng.choice(n, size=min(n, ELEMENT_SAMPLES), replace=False)]
-        elements = list(dict.fromkeys(picks))[:ELEMENT_SAMPLES]
-        vectors: list[tuple[str, int | None, np.ndarray]] = []
-        for i in elements:
-            v = np.zeros(n)
-            v[i] = scale[i]
-            vectors.append(("element", i, v))
-        if n > len(elements):  # directions add nothing when every element is sampled
-            for _ in range(DIRECTION_SAMPLES):
-                vectors.append(("direction", None, self.rng.choice([-1.0, 1.0], size=n) * scale))
-        ladders: list[tuple[str, int | None, float, list[judge.StepResult]]] = []
-        for kind, idx, v in vectors:
-            if time.perf_counter() > self.fd_deadline:
-                reason = f"the FD time budget ({self.fd_budget():.0f} s) ran out before this parameter was judged"
-                return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
-            ad_v = float(np.dot(grad, v))
-            nz = v != 0.0
-            t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
-            steps: list[judge.StepResult] = []
-            for c in STEP_LADDER:
-                # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
-                t = max(c, t_min * c / STEP_LADDER[-1])
-                plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
-                minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
-                lp = self.replay(plan, objective, {info.order: plus})
-                lm = self.replay(plan, objective, {info.order: minus})
-                # the effective step after rounding the perturbed parameter to its dtype
-                t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
-                steps.append(judge.StepResult(t_eff, lp, lm))
-                if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
-                    break
-            ladders.append((kind, idx, ad_v, steps))
-        fd_mid = [abs(s[1].fd) for _, _, _, s in ladders if len(s) > 1 and math.isfinite(s[1].fd)]
-        floor = 1e-3 * float(np.median(fd_mid)) if fd_mid else 0.0
-        samples = []
-        for kind, idx, ad_v, steps in ladders:
-            samples.append(judge.judge_sample(kind, ad_v, steps, loss_ulp, noise=noise, fd_floor=floor, index=idx))
-        chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
-        verdict = judge.classify(samples, chaos_hint=chaos)
-        return {
-            **base,
-            "verdict": verdict.verdict,
-            "signature": verdict.signature,
-            "max_rel_err": verdict.max_rel_err,
-            "ad_fd_ratio": verdict.ad_fd_ratio,
-            "reason": verdict.reason,
-        }
-
-    def emit_param_findings(self, info: ArrayInfo, res: dict[str, Any], path: str, line: int) -> None:
-        if res["verdict"] == judge.FAIL:
-            ratio = res.get("ad_fd_ratio")
-            err = res.get("max_rel_err")
-            parts = [f"autodiff gradient of `{info.name}` disagrees with finite differences ({res['signature']})"]
-            if ratio is not None:
-                parts.append(f"AD/FD ratio {ratio:.4g}")
-            if err is not None:
-                parts.append(f"max relative error {err:.3g}")
-            if res.get("reason"):
-                parts.append(res["reason"])
-            self.add_finding("WF901", path, line, "; ".join(parts), ("WF901", path, line, info.name),
-                             param=info.name, signature=res["signature"], ad_fd_ratio=ratio, max_rel_err=err)  # fmt: skip
-        elif res["verdict"] == judge.UNRELIABLE:
-            msg = f"finite differences cannot judge the gradient of `{info.name}`: {res.get('reason', '')}"
-            self.add_finding("WF904", path, line, msg, ("WF904", path, line, info.name), param=info.name)
-
     # ----------------------------------------------------------------- window end and output
     def end_window(self) -> None:
         """A parameter was updated from gradients. After window 0, trace the next iteration as window 1
@@ -1538,6 +1157,7 @@ class Tracer:
             self.ops = []
             self.drop_arrays()
             self.grads = {}
+            self.grad_spans = SpanIndex()
             self.tape_since = {}
             self.leaf_read = {}
             self.tape_start = None
@@ -1681,40 +1301,12 @@ class Tracer:
         self.finish("internal-error")
 
 
-def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:
-    """The verdict on a parameter FD could not judge."""
-    return {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": "",
-            "verdict": judge.UNRELIABLE, "reason": reason}  # fmt: skip
-
-
-class _BudgetSpent(Exception):
-    """The FD time budget ran out in the middle of a replay."""
-
-
 class _ProgramError(Exception):
     """An exception raised by the program's own call into Warp, carried through the probe's hooks."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _with_aliases(infos: list[ArrayInfo], ids: set[int]) -> set[int]:
-    """``ids`` (of ArrayInfo objects) and every array sharing memory with one of them (views, ``ptr=``
-    aliases of another dtype): restoring one of them alone would leave the others' contents behind."""
-    out = set(ids)
-    spans = sorted(((i.span[1], i.span[2], i) for i in infos if i.span is not None), key=lambda s: s[:2])
-    group: list[ArrayInfo] = []
-    end = -1
-    for first, last, info in [*spans, (math.inf, math.inf, None)]:
-        if first >= end:  # a run of overlapping memory ends
-            if len(group) > 1 and any(id(g) in ids for g in group):
-                out.update(id(g) for g in group)
-            group, end = [], last
-        if info is not None:
-            group.append(info)
-            end = max(end, last)
-    return out
 
 
 def _pointer(arg: Any) -> int | None:
