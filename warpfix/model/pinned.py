@@ -29,14 +29,13 @@ def _is_test_file(path: str) -> bool:
     return base.startswith("test_") or base.endswith("_test.py")
 
 
-def _enclosing(tree: ast.Module, line: int) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+def _enclosing(src: SourceFile, line: int) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Functions whose definition holds ``line`` (decorators included), outermost first."""
     out = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if start <= line <= (node.end_lineno or node.lineno):
-                out.append(node)
+    for node in src.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):  # the file's cached node index
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        if start <= line <= (node.end_lineno or node.lineno):
+            out.append(node)
     return sorted(out, key=lambda fn: fn.lineno)
 
 
@@ -87,7 +86,7 @@ def _module_turns_on_detector(src: SourceFile) -> bool:
 
 def refusal_at(src: SourceFile, line: int, rule: str) -> str | None:
     """Why code at ``line`` of ``src`` must not be edited for ``rule``, or None."""
-    functions = _enclosing(src.tree, line)
+    functions = _enclosing(src, line)
     if rule.startswith("WF1") and (
         _module_turns_on_detector(src) or any(_turns_on_detector(src, fn) for fn in functions)
     ):
