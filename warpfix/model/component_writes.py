@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from warpfix.model.facts import KernelDef
-from warpfix.model.kernel_flow import COMPOSITE_CTORS, Flow, is_array_annotation
+from warpfix.model.kernel_flow import COMPOSITE_CTORS, Flow, array_dtype, is_array_annotation
 from warpfix.model.reach import function_body_nodes
 from warpfix.model.source import SourceFile
 
@@ -224,14 +224,9 @@ def _names_composite(src: SourceFile, node: ast.expr | None) -> bool:
 
 
 def _array_of_composite(src: SourceFile, ann: ast.expr) -> bool:
-    if isinstance(ann, ast.Call):
-        dtype = next(
-            (kw.value for kw in ann.keywords if kw.arg == "dtype"), ann.args[0] if ann.args else None
-        )
-    elif isinstance(ann, ast.Subscript):
-        dtype = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else ann.slice
-    else:
+    if not isinstance(ann, (ast.Call, ast.Subscript)):
         return False
+    dtype = array_dtype(ann)
     ndim = 1
     base = ann.func if isinstance(ann, ast.Call) else ann.value
     wn = src.warp_name(base) or ""

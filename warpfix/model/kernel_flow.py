@@ -28,18 +28,22 @@ COMPOSITE_CTORS = frozenset(
 )  # fmt: skip
 
 
+def array_dtype(ann: ast.expr) -> ast.expr | None:
+    """The element type of an array annotation: ``wp.array(dtype=int)`` / ``wp.array(int)`` and
+    ``wp.array[int]`` / ``wp.array2d[wp.int32, ...]`` give ``int`` / ``wp.int32``; None otherwise."""
+    if isinstance(ann, ast.Call):
+        return next((kw.value for kw in ann.keywords if kw.arg == "dtype"), ann.args[0] if ann.args else None)
+    if isinstance(ann, ast.Subscript):
+        return ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else ann.slice
+    return None
+
+
 def is_integer_annotation(src: SourceFile, ann: ast.expr | None) -> bool:
     """Whether a parameter annotation is an integer/bool scalar or an array of them."""
     if ann is None:
         return False
-    if isinstance(ann, ast.Call):  # wp.array(dtype=int)
-        dtype = next(
-            (kw.value for kw in ann.keywords if kw.arg == "dtype"), ann.args[0] if ann.args else None
-        )
-        return is_integer_annotation(src, dtype)
-    if isinstance(ann, ast.Subscript):  # wp.array[int], wp.array2d[wp.int32]
-        inner = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else ann.slice
-        return is_integer_annotation(src, inner)
+    if isinstance(ann, (ast.Call, ast.Subscript)):
+        return is_integer_annotation(src, array_dtype(ann))
     if isinstance(ann, ast.Name) and ann.id in ("int", "bool"):
         return True
     name = src.warp_name(ann)
@@ -237,14 +241,8 @@ def integer_array_text(annotation: str) -> bool:
     """Whether a parameter annotation's source text (``wp.array(dtype=wp.int32)``,
     ``wp.array[wp.int32]``, ``wp.array1d[int]``) declares an array of integers or bools."""
     try:
-        ann = ast.parse(annotation, mode="eval").body
+        dtype = array_dtype(ast.parse(annotation, mode="eval").body)
     except SyntaxError:
-        return False
-    if isinstance(ann, ast.Call):
-        dtype = next((kw.value for kw in ann.keywords if kw.arg == "dtype"), ann.args[0] if ann.args else None)
-    elif isinstance(ann, ast.Subscript):
-        dtype = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else ann.slice
-    else:
         return False
     name = dtype.attr if isinstance(dtype, ast.Attribute) else dtype.id if isinstance(dtype, ast.Name) else None
     return name in _INT_NAMES
