@@ -135,3 +135,26 @@ def test_the_losses_before_a_moved_update_must_still_match() -> None:
     before = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 9.0, [_param(GRAD, "fail")])] * 6))
     ok, why = judge(before, _report([9.0, 9.25], [GRAD, GRAD], later=["pass"]), ["WF302"])
     assert not ok and "the loss changed at backward 2" in why
+
+
+@pytest.mark.slow
+def test_real_verifier_refuses_an_edit_fd_accepts_either_way(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mechanism of the fluid_checkpoint_cb keep, on a small program: the path through `b` (no
+    requires_grad) carries 0.25% of the gradient, below FD's tolerance, so FD passes before and after the
+    WF201 edit while the edit changes the gradient of `p`. FD cannot tell which is right, and no runtime
+    check observes a missing requires_grad: the edit is refused (plain `apply` still makes it)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from warpfix.apply import Selection, check_fixes
+
+    shutil.copy(Path(__file__).parent / "verify_programs" / "fd_blind_requires_grad.py", tmp_path / "main.py")
+    monkeypatch.chdir(tmp_path)
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF201"], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("pass", "pass")
+    assert not edit.kept
+    assert edit.reason.startswith("FD agreed before and after, but the edit changed the gradient of `p` at backward 1")
+    assert result.changed == {}
