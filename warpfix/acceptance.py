@@ -31,6 +31,10 @@ INTEGRITY_RULES = ("WF902", "WF905")
 #: iteration's total loss; any other fix that changes how many backwards precede the first parameter update
 #: is judged on the backwards both runs have
 MERGING_FIXES = ("WF601",)
+#: the fixes that move work out of the tape, after its backward (an optimizer step that read the gradient before
+#: the backward produced it): what they change is what the update consumes, which only the backwards after the
+#: first parameter update show, so FD must check one of those
+STEP_FIXES = ("WF302",)
 #: the fixes that remove an overwrite of a recorded array
 OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
 #: runtime finding -> the fixes whose effect it observes, per array: where FD cannot judge, such a fix is
@@ -117,6 +121,11 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
         ok, loss = _after_the_moved_update(after, loss, len(after["losses"]))
         if not ok:
             return False, loss
+    elif any(r in STEP_FIXES for r in rules):
+        if not after.get("later"):
+            return False, ("the edit moves work after the backward (what the parameter update consumes) and FD "
+                           "checked no backward after the first update: nothing shows the training after it right")
+        loss += f" and FD agreed at the {len(after['later'])} backward(s) checked after the first parameter update"
     if before["verdict"] != "pass":
         return True, f"{loss}; FD agreement now passes"
     same, how = _gradients_unchanged(before, after, rules)
