@@ -74,7 +74,9 @@ def test_fd_passing_on_both_sides_proves_an_edit_that_left_the_gradients_unchang
 
 def test_a_gradient_checked_before_and_not_after_is_no_proof_unless_the_program_now_trains_others() -> None:
     """golden WF302-step-in-tape-block: before the fix nothing is trained, so the probe compares the first
-    leaf (`self._q`); after it the program trains `v` and FD checks `v` at both iterations."""
+    leaf (`self._q`); after it the program trains `v` and FD checks `v` at both iterations. On the cloth
+    step-into-taped-method mutant the WF106 edit changed the tape's leaves with no backward checked after the
+    update, and was kept because WF905 went away; the program then did not train (recorder)."""
     before = _report([1.0], [GRAD])
     after = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [_param(GRAD, name="vy")])]))
     ok, why = judge(before, after, ["WF105"])
@@ -87,6 +89,12 @@ def test_a_gradient_checked_before_and_not_after_is_no_proof_unless_the_program_
                                "backward(s) checked after the first update")
     ok, why = judge({**before, "gradients": [{}]}, {**after, "gradients": [{}]}, ["WF105"])
     assert not ok and "no gradient checked in both runs can be compared" in why
+    # the runtime checks prove that an overwrite went away, not what became of a gradient FD no longer compares
+    tracker = make_finding("WF905", "main.py", 30, "overwrite", {"array": "vx"})
+    ok, why = judge({**before, "integrity": ["WF905"], "integrity_arrays": ["WF905 vx"]}, after, ["WF106"])
+    assert not ok and why.endswith("was checked before the edit and not after, so nothing shows what the edit did "
+                                   "to the gradient"), why
+    assert fd_summary(VerifyReport(backwards=[], findings=[tracker]))["integrity_arrays"] == ["WF905 vx"]
 
 
 def test_a_changed_gradient_is_proven_by_the_runtime_checks_going_clean() -> None:

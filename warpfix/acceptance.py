@@ -128,12 +128,16 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
         loss += f" and FD agreed at the {len(after['later'])} backward(s) checked after the first parameter update"
     if before["verdict"] != "pass":
         return True, f"{loss}; FD agreement now passes"
-    same, how = _gradients_unchanged(before, after, rules)
-    if same:
+    state, how = _compare_gradients(before, after, rules)
+    if state == "same":
         return True, f"{loss}; FD agreed before and after, and {how}"
-    if proof:
+    if state == "changed" and proof:
         return True, f"{loss}; FD agreed before and after but {how}, so FD cannot tell which is right: {proof}"
-    return False, f"FD agreed before and after, but {how}: FD accepts both gradients, so it cannot tell which is right"
+    if state == "changed":
+        return False, f"FD agreed before and after, but {how}: FD accepts both gradients, so it cannot tell which is right"
+    # other parameters compared (the tape's leaves changed) or none: FD on both sides says nothing of the edit,
+    # and the runtime checks only that an overwrite went away
+    return False, f"FD agreed before and after, but {how}, so nothing shows what the edit did to the gradient"
 
 
 def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
@@ -207,15 +211,16 @@ def _runtime_proof(before: dict[str, Any], after: dict[str, Any], rules: Sequenc
     return None
 
 
-def _gradients_unchanged(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> tuple[bool, str]:
-    """(True, what was compared) when every gradient FD checked before the edit, at the backwards both runs
-    have before their first parameter update, has the same sketch after it; (False, the first difference).
+def _compare_gradients(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> tuple[str, str]:
+    """Whether every gradient FD checked before the edit, at the backwards both runs have before their first
+    parameter update, has the same sketch after it: ("same", what was compared), ("changed", the first
+    difference), or ("unknown", why they cannot be compared).
 
     A parameter checked before and not after is no change the edit hid only when the program now trains
     other parameters (the probe compares the trained ones) and FD agreed after the first update too."""
     gb, ga = before.get("gradients") or [], after.get("gradients") or []
     if len(gb) != len(ga) and (not rules or any(r in MERGING_FIXES for r in rules)):
-        return False, f"the edit merged or split the backwards ({len(gb)} -> {len(ga)}): their gradients are not alike"
+        return "unknown", f"the edit merged or split the backwards ({len(gb)} -> {len(ga)}): their gradients are not alike"
     compared, missing = 0, []
     for i, (was, now) in enumerate(zip(gb, ga, strict=False)):
         for name, sketch in was.items():
@@ -225,17 +230,17 @@ def _gradients_unchanged(before: dict[str, Any], after: dict[str, Any], rules: S
             moved = change(sketch, now[name])
             if moved > GRAD_RTOL:
                 size = "cannot be compared" if math.isinf(moved) else f"moved by {moved:.2g} of its norm"
-                return False, f"the edit changed the gradient of `{name}` at backward {i + 1} ({size})"
+                return "changed", f"the edit changed the gradient of `{name}` at backward {i + 1} ({size})"
             compared += 1
     later = after.get("later") or []
     if missing:
         i, name = missing[0]
         if not later:
-            return False, f"the gradient of `{name}` at backward {i + 1} was checked before the edit and not after"
+            return "unknown", f"the gradient of `{name}` at backward {i + 1} was checked before the edit and not after"
         now = ", ".join(f"`{n}`" for n in sorted(ga[i])) or "none"
-        return True, (f"the edit changed which parameters FD compares (`{name}` -> {now} at backward {i + 1}: the "
-                      f"program trains others now), and FD agreed at the {len(later)} backward(s) checked after the "
-                      "first update")
+        return "same", (f"the edit changed which parameters FD compares (`{name}` -> {now} at backward {i + 1}: the "
+                        f"program trains others now), and FD agreed at the {len(later)} backward(s) checked after the "
+                        "first update")
     if not compared:
-        return False, "no gradient checked in both runs can be compared, so nothing shows what the edit did to it"
-    return True, f"the edit left the {compared} checked gradient(s) unchanged"
+        return "unknown", "no gradient checked in both runs can be compared"
+    return "same", f"the edit left the {compared} checked gradient(s) unchanged"
