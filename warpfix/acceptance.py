@@ -7,13 +7,16 @@ update) and one of these proves it:
 * FD disagreed (or could not judge) before the edit and agrees after it;
 * FD agreed before and after *and* the edit left every checked gradient unchanged (the sketches of
   :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
-  cannot tell which is right, so that is no proof;
+  cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
+  only a program that now trains those, with FD agreeing after the first update, is proven;
 * the runtime checks (an array changed before its backward, a stale gradient) found the edit's arrays
-  before it and not after, where FD cannot judge (chaos) or cannot tell (the gradient changed).
+  before it and not after, where FD cannot judge (chaos) or cannot tell (the same gradient changed).
 
 An edit that moves the program's first parameter update earlier (an optimizer step taken out of the
 tape) shortens the first iteration; the losses after that update legitimately differ (the run before
-trained on another gradient), so every backward the verifier checked after it must pass FD on its own.
+trained on another gradient), so every backward the verifier checked after it must pass FD on its own,
+and FD must have checked one. The same holds for any WF302 edit: what it changes is what the update
+consumes.
 """
 
 from __future__ import annotations
