@@ -121,8 +121,8 @@ def _stop(signum: int, frame: object) -> None:
 def env_for(record: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("WARP_CACHE_PATH", "/work/.warp-cache")
-    if record is None:
-        env["PYTHONPATH"] = str(REPO)
+    if record is None:  # warpfix itself; `apply --check` runs the program, which needs the extra packages too
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *EXTRA_PATH])
         env.pop("MUTATE_RECORD", None)
     else:
         env["PYTHONPATH"] = os.pathsep.join([str(HARNESS), *EXTRA_PATH])

@@ -5,18 +5,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.test_apply import BUGGY, FIXED
 from warpfix.apply import Selection, check_fixes, judge
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport
+from warpfix.verify.sketch import sketch
+
+
+def _grad(text: str) -> list[float]:
+    """The fake's gradient of ``k``: wrong while the kernel multiplies in place, the same whatever else changed."""
+    return [0.5, 2.0] if "v[i] *= k[0]" in text else [1.0, 2.0]
 
 
 class FakeVerify:
-    """FD fails while the kernel still multiplies in place; the loss is whatever ``loss_of`` says."""
+    """FD fails while the kernel still multiplies in place; the loss is whatever ``loss_of`` says, the
+    gradient whatever ``grad_of`` says."""
 
-    def __init__(self, loss_of=lambda text: 12.47, error: str | None = None) -> None:
+    def __init__(self, loss_of=lambda text: 12.47, error: str | None = None, grad_of=_grad) -> None:
         self.loss_of = loss_of
+        self.grad_of = grad_of
         self.error = error
         self.calls: list[tuple[list[str], str]] = []
 
@@ -26,7 +35,8 @@ class FakeVerify:
             return VerifyReport(error=self.error)
         text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
         buggy = "v[i] *= k[0]" in text
-        param = ParamResult("k", "fail" if buggy else "pass", "dense" if buggy else "", 0.5 if buggy else 1e-4, None)
+        param = ParamResult("k", "fail" if buggy else "pass", "dense" if buggy else "", 0.5 if buggy else 1e-4, None,
+                            ad_sketch=sketch(np.array(self.grad_of(text))))
         return VerifyReport(backwards=[BackwardResult("main.py:23", self.loss_of(text), [param])])
 
 
@@ -44,10 +54,25 @@ def test_proven_edit_is_kept(project: Path) -> None:
     edits = {e.finding.rule: e for e in result.edits}
     assert edits["WF401"].kept and edits["WF401"].reason == "loss unchanged; FD agreement now passes"
     assert edits["WF401"].fd_before["verdict"] == "fail" and edits["WF401"].fd_after["verdict"] == "pass"
-    assert edits["WF702"].kept  # FD already passed with WF401 fixed: proven harmless
+    assert edits["WF702"].kept  # FD already passed with WF401 fixed, and the gradient did not change
+    assert edits["WF702"].reason == ("loss unchanged; FD agreed before and after, and the edit left the 1 "
+                                     "checked gradient(s) unchanged")
     assert result.changed == {"main.py": FIXED}
     assert all(cwd != str(project) for _, cwd in verify.calls)  # only scratch copies ran
     assert (project / "main.py").read_text(encoding="utf-8") == BUGGY  # nothing written here
+
+
+def test_edit_that_changes_a_gradient_fd_accepts_either_way_is_dropped(project: Path) -> None:
+    """Issue 10 (fluid_checkpoint_cb, zero-read): FD passed before and after the WF702 edit while the edit
+    changed the gradient; FD then cannot tell which gradient is right, so that is no proof."""
+    verify = FakeVerify(grad_of=lambda text: [*_grad(text)[:1], 2.0 if "wp.sqrt" in text else 2.5])
+    result = check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False), verify=verify)
+    edits = {e.finding.rule: e for e in result.edits}
+    assert edits["WF401"].kept
+    assert not edits["WF702"].kept
+    assert edits["WF702"].reason.startswith("FD agreed before and after, but the edit changed the gradient of `k` "
+                                            "at backward 1 (moved by ")
+    assert "wp.sqrt" in result.changed["main.py"]
 
 
 def test_edit_that_changes_the_loss_is_dropped(project: Path) -> None:
@@ -101,7 +126,8 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
     ("after", "rules", "kept", "why"),
     [
         # an optimizer step moved out of the tape: the program trains now, its first iteration ends sooner
-        ({"verdict": "pass", "losses": [9.0, 9.0]}, ["WF302"], True, "the 2 backward(s) both runs have"),
+        ({"verdict": "pass", "losses": [9.0, 9.0], "later": ["pass"]}, ["WF302"], True,
+         "loss unchanged at the 2 backward(s) before the first parameter update"),
         ({"verdict": "pass", "losses": [9.0, 9.5]}, ["WF302"], False, "loss changed at backward 2"),
         ({"verdict": "pass", "losses": []}, ["WF302"], False, "none to compare"),
         # more backwards before the first update: a parameter rebound away from its optimizer (WF105 on drone)

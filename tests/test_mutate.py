@@ -292,6 +292,14 @@ def test_compare_accepts_the_same_gradient_and_reports_a_different_one() -> None
     assert "backwards" in bench.compare(want, want + want)
 
 
+def test_warpfix_runs_see_the_extra_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`apply --check` runs the program itself: a program that needs Pillow from --extra-path failed there
+    ("requires the Pillow package"), and the fluid mutants were scored "no edit"."""
+    monkeypatch.setattr(bench, "EXTRA_PATH", ["/opt/pillow"])
+    assert bench.env_for(None)["PYTHONPATH"].split(":") == [str(bench.REPO), "/opt/pillow"]
+    assert bench.env_for(Path("/tmp/r.pkl"))["PYTHONPATH"].split(":") == [str(bench.HARNESS), "/opt/pillow"]
+
+
 def test_first_loss_must_be_bit_identical() -> None:
     assert bench.first_loss_equal(record([0.0], loss=0.1), record([5.0], loss=0.1))
     assert not bench.first_loss_equal(record([0.0], loss=0.1), record([0.0], loss=0.1 + 1e-15))

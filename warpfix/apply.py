@@ -7,9 +7,8 @@ Two ways to decide what is kept:
   changes (bounded), so a second ``apply`` finds nothing to do.
 * :func:`check_fixes` proves each edit (DESIGN.md, "Acceptance of an edit"): the verifier
   runs the user's entry command on the original project, the codemod rewrites a scratch
-  copy, the verifier runs on the copy, and the edit is kept only when every checked
-  backward's loss of the first iteration is unchanged (within float tolerance; when the
-  edit merges backwards, as the WF601 hoist does, their total) and FD agreement is a pass.
+  copy, the verifier runs on the copy, and :func:`warpfix.acceptance.judge` decides whether
+  the edit is kept (the forward preserved, and FD or the runtime checks proving the edit).
   Findings of one rule in one file (the components of one matrix, the stores of one kernel)
   are judged together first; the rest one by one; fixes that fail alone are then tried
   together in rule order (one bug can mask another). After keeping edits the code is checked
@@ -21,34 +20,18 @@ for the files of kept edits.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from warpfix.acceptance import fd_summary, judge
 from warpfix.config import Config
 from warpfix.engine import CheckResult, check_paths, check_sources
 from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
 from warpfix.procs import scratch_run
-
-#: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
-#: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
-INTEGRITY_RULES = ("WF902", "WF905")
-#: the fixes that may merge or split backwards (the WF601 hoist: one tape over the windows), judged on the
-#: iteration's total loss; any other fix that changes how many backwards precede the first parameter update
-#: is judged on the backwards both runs have
-MERGING_FIXES = ("WF601",)
-#: the fixes that remove an overwrite of a recorded array
-OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
-#: runtime finding -> the fixes whose effect it observes, per array: where FD cannot judge, such a fix is
-#: proven when the findings about its arrays go away (the overwrite checks; WF903, a gradient already
-#: non-zero when the next iteration's backward starts, for the missing zero)
-RUNTIME_PROOF = {"WF902": OVERWRITE_FIXES, "WF905": OVERWRITE_FIXES, "WF903": ("WF301",)}
-LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
-LOSS_ATOL = 1e-7
 
 
 @dataclass
@@ -153,120 +136,6 @@ def plan_fixes(
 
 
 # ------------------------------------------------------------------------------------ --check
-def fd_summary(report: Any) -> dict[str, Any]:
-    """A compact view of a VerifyReport for tables and JSON."""
-    if report.error:
-        return {"verdict": "error", "error": report.error, "losses": []}
-    verdicts = [p.verdict for b in report.backwards for p in b.params]
-    errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
-    runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
-    integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
-    # one entry per integrity finding and array (family, else kernel argument): what an edit removed or left
-    integrity_arrays = sorted({_integrity_key(f.rule, f.data) for f in report.findings if f.rule in RUNTIME_PROOF})
-    if not verdicts:
-        verdict = "none"
-    elif "fail" in verdicts or runtime:
-        verdict = "fail"
-    elif all(v == "pass" for v in verdicts):
-        verdict = "pass"
-    else:
-        verdict = "unreliable"
-    return {
-        "verdict": verdict,
-        # later windows start from parameters updated with the (now different) gradient: not comparable
-        "losses": [b.loss for b in report.backwards if getattr(b, "window", 0) == 0],
-        "max_rel_err": max(errs) if errs else None,
-        "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
-        "runtime_findings": runtime,
-        "integrity": integrity,
-        "integrity_arrays": integrity_arrays,
-    }
-
-
-def _integrity_key(rule: str, data: dict[str, Any]) -> str:
-    """``WF902 x`` for a finding about array (family) ``x``: the same whatever line an edit moved it to."""
-    what = data.get("family") or data.get("array")
-    if not what and data.get("kernel"):
-        what = f"{data['kernel']}({data['argument']})" if data.get("argument") else str(data["kernel"])
-    return f"{rule} {what or '?'}"
-
-
-def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
-    """Whether an edit is proven by the verifier runs around it, and why (not).
-
-    ``rules``: the rules of the edit's findings. When FD cannot judge after the edit (chaos) and every
-    edit removes an overwrite, the runtime integrity check decides: its findings (WF902/WF905) before
-    the edit, none after, with the loss unchanged.
-    """
-    if after["verdict"] == "error":
-        return False, f"the rewritten program could not be verified: {after['error']}"
-    lb, la = before["losses"], after["losses"]
-    if None in lb or None in la:
-        return False, "a checked backward has no loss value to compare"
-    merged = len(lb) != len(la)
-    if merged and rules and not any(r in MERGING_FIXES for r in rules):
-        # the same iterations compared, like with like: the first iteration ends at its first parameter
-        # update, and a fix that makes the program train (an optimizer step moved out of the tape) ends it
-        # earlier, so fewer backwards precede it; each backward both runs have must match
-        if not lb or not la:
-            return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}): none to compare"
-        if len(la) > len(lb):
-            # the rewritten program updates its parameters later or never (a parameter rebound away from
-            # the optimizer that holds it): it no longer trains as it did
-            return False, (f"the edit delays or removes the first parameter update ({len(lb)} -> {len(la)} "
-                           "backwards before it): the program no longer trains as it did")
-        for i, (a, b) in enumerate(zip(lb, la, strict=False)):
-            if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
-                return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
-        loss = (f"loss unchanged at the {min(len(lb), len(la))} backward(s) both runs have before the first "
-                f"parameter update (the edit moved that update: {len(lb)} -> {len(la)} backwards before it)")
-    elif merged:
-        # backwards merged or split (one tape over the windows, WF601): the iteration's objective
-        # is the sum of what was differentiated, and that must not change
-        a, b = math.fsum(lb), math.fsum(la)
-        if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
-            return False, (
-                f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})"
-            )
-        loss = f"total loss of {len(lb)} -> {len(la)} backwards unchanged"
-    else:
-        for i, (a, b) in enumerate(zip(lb, la, strict=True)):
-            if not math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL):
-                return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved"
-        loss = "loss unchanged"
-    if after["verdict"] == "unreliable" and rules and all(r in OVERWRITE_FIXES for r in rules):
-        found, left = before.get("integrity") or [], after.get("integrity") or []
-        other_errors = set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)
-        if found and not left and not other_errors:
-            return True, (
-                f"{loss}; FD is unreliable here, so the runtime integrity check decided: "
-                f"{', '.join(found)} before the edit, clean after (no recorded array changes before its backward)"
-            )
-    if after["verdict"] == "unreliable" and rules:
-        # findings the program had before the edit about other arrays (an overwrite it makes on purpose, under
-        # its own custom adjoint) stay: the edit must remove some of them, about its arrays, and add none
-        proving = {r for r, fixes in RUNTIME_PROOF.items() if all(x in fixes for x in rules)}
-        was = {k for k in before.get("integrity_arrays") or [] if k.split()[0] in proving}
-        now = {k for k in after.get("integrity_arrays") or [] if k.split()[0] in proving}
-        # no runtime error the program did not have before, other than those the edit is judged by
-        other_errors = set(after.get("runtime_findings") or []) - proving - set(before.get("runtime_findings") or [])
-        if was and now < was and not other_errors:
-            remain = f"; {', '.join(sorted(now))} (there before the edit too) remain" if now else ""
-            return True, (
-                f"{loss}; FD is unreliable here, so the runtime checks decided: the edit removed "
-                f"{', '.join(sorted(was - now))} and added none{remain}"
-            )
-    if after["verdict"] != "pass":
-        what = {"fail": "FD still disagrees", "none": "no gradient was compared",
-                "unreliable": "FD is unreliable here"}[after["verdict"]]
-        if after["verdict"] == "fail" and after.get("integrity"):
-            what += f" ({', '.join(after['integrity'])}: a recorded array still changes before its backward)"
-        return False, f"{what} after the edit"
-    if before["verdict"] == "pass":
-        return True, f"{loss}; FD agreed before and after"
-    return True, f"{loss}; FD agreement now passes"
-
-
 def check_fixes(
     paths: Sequence[str],
     command: Sequence[str],

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import judge
 from .records import ArrayInfo, BackwardRecord, Objective, Op, PendingCompare, ReplayPlan, digest, flat
+from .sketch import sketch
 from .spans import with_aliases
 
 #: Step-size ladder (dimensionless, times the per-element scale of the parameter).
@@ -117,6 +118,7 @@ class FiniteDifferences:
         out = self.replay_and_judge(job, leaves)
         first_record = job.records[0] if job.records and job.records[0] is not job.record else None
         for info, res in zip(leaves, out, strict=True):
+            res["ad_sketch"] = sketch(job.ad[id(info)])  # what apply --check compares across an edit
             note = job.notes.get(id(info))
             if note:
                 res["reason"] = f"{res['reason']}; {note}" if res["reason"] else note

@@ -30,6 +30,7 @@ class ParamResult:
     max_rel_err: float | None
     ad_fd_ratio: float | None
     reason: str = ""  # why FD is unreliable (WF904), or extra detail
+    ad_sketch: dict[str, Any] | None = None  # the autodiff gradient in a few numbers (warpfix.verify.sketch)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +177,7 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
                     max_rel_err=p.get("max_rel_err"),
                     ad_fd_ratio=p.get("ad_fd_ratio"),
                     reason=p.get("reason", ""),
+                    ad_sketch=p.get("ad_sketch"),
                 )
                 for p in b.get("params", [])
             ],

@@ -1,0 +1,184 @@
+"""``apply --check`` keeps no edit that the verifier runs around it do not prove (warpfix.acceptance).
+
+The summaries come from :func:`fd_summary` of reports shaped like the probe's (per-backward losses,
+windows, parameter verdicts and gradient sketches), as ``check_fixes`` builds them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from warpfix.acceptance import GRAD_RTOL, fd_summary, judge
+from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport, make_finding
+from warpfix.verify.sketch import change, sketch
+
+RNG = np.random.default_rng(7)
+GRAD = RNG.standard_normal(4096) * 1e-5  # a leaf's gradient: small values, as the fluid example's
+
+
+def _param(grad: np.ndarray, verdict: str = "pass", name: str = "vx") -> ParamResult:
+    return ParamResult(name, verdict, "" if verdict == "pass" else "dense", 1e-3, 1.0, ad_sketch=sketch(grad))
+
+
+def _report(losses: list[float], grads: list[np.ndarray], later: list[str] = (), findings=()) -> dict:
+    """fd_summary of a run: one backward per loss in window 0 (gradient ``grads[i]``, FD passing),
+    then one backward per verdict of ``later`` in window 1."""
+    backwards = [BackwardResult(f"main.py:{40 + i}", loss, [_param(g)]) for i, (loss, g) in
+                 enumerate(zip(losses, grads, strict=True))]
+    backwards += [BackwardResult("main.py:40", 9.5, [_param(GRAD, v)], window=1) for v in later]
+    return fd_summary(VerifyReport(backwards=backwards, findings=list(findings)))
+
+
+def test_a_sketch_tells_a_changed_gradient_from_float_reordering() -> None:
+    assert change(sketch(GRAD), sketch(GRAD.copy())) == 0.0
+    reordered = (GRAD.astype(np.float32) * np.float32(1.0000001)).astype(np.float64)
+    assert change(sketch(GRAD), sketch(reordered)) <= GRAD_RTOL
+    wrong = GRAD.copy()
+    wrong[:2048] *= 0.5  # the fluid mutant's fix: half the gradient's elements off by half
+    assert change(sketch(GRAD), sketch(wrong)) > 0.1
+    one = GRAD.copy()
+    one[17] += 1e-3 * np.linalg.norm(GRAD)  # one element off by 1e-3 of the norm
+    assert change(sketch(GRAD), sketch(one)) > GRAD_RTOL
+    assert math.isinf(change(sketch(GRAD), sketch(GRAD[:100])))
+    assert math.isinf(change(sketch(GRAD), sketch(np.full(4096, np.nan))))
+
+
+def test_fd_summary_carries_the_gradient_sketches_and_the_later_verdicts() -> None:
+    summary = _report([1.0, 1.0], [GRAD, 2 * GRAD], later=["pass", "fail"])
+    assert summary["losses"] == [1.0, 1.0]
+    assert summary["gradients"] == [{"vx": sketch(GRAD)}, {"vx": sketch(2 * GRAD)}]
+    assert summary["later"] == ["pass", "fail"]
+
+
+def test_fd_passing_on_both_sides_is_no_proof_when_the_edit_changed_the_gradient() -> None:
+    """fluid_checkpoint_cb, zero-read (WF105): FD (its tolerance too loose for this program) passed before and
+    after, while the edit changed the leaf's gradient at backward 2 by about half its norm. Kept before."""
+    wrong = GRAD.copy()
+    wrong[::2] *= 0.5
+    before = _report([0.2063, 0.2063], [GRAD, GRAD])
+    ok, why = judge(before, _report([0.2063, 0.2063], [GRAD, wrong]), ["WF105"])
+    assert not ok
+    assert why.startswith("FD agreed before and after, but the edit changed the gradient of `vx` at backward 2")
+    assert "cannot tell which is right" in why
+
+
+def test_fd_passing_on_both_sides_proves_an_edit_that_left_the_gradients_unchanged() -> None:
+    before = _report([0.2063, 0.2063], [GRAD, GRAD])
+    ok, why = judge(before, _report([0.2063, 0.2063], [GRAD, GRAD.copy()]), ["WF105"])
+    assert ok
+    assert why == "loss unchanged; FD agreed before and after, and the edit left the 2 checked gradient(s) unchanged"
+
+
+def test_a_gradient_checked_before_and_not_after_is_no_proof_unless_the_program_now_trains_others() -> None:
+    """golden WF302-step-in-tape-block: before the fix nothing is trained, so the probe compares the first
+    leaf (`self._q`); after it the program trains `v` and FD checks `v` at both iterations. On the cloth
+    step-into-taped-method mutant the WF106 edit changed the tape's leaves with no backward checked after the
+    update, and was kept because WF905 went away; the program then did not train (recorder)."""
+    before = _report([1.0], [GRAD])
+    after = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [_param(GRAD, name="vy")])]))
+    ok, why = judge(before, after, ["WF105"])
+    assert not ok and "`vx` at backward 1 was checked before the edit and not after" in why
+    trains = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [_param(GRAD, name="vy")]),
+                                                BackwardResult("main.py:40", 0.5, [_param(GRAD, name="vy")], window=1)]))
+    ok, why = judge(before, trains, ["WF302"])
+    assert ok and why.endswith("; FD agreed before and after, and the edit changed which parameters FD compares "
+                               "(`vx` -> `vy` at backward 1: the program trains others now), and FD agreed at the 1 "
+                               "backward(s) checked after the first update")
+    ok, why = judge({**before, "gradients": [{}]}, {**after, "gradients": [{}]}, ["WF105"])
+    assert not ok and "no gradient checked in both runs can be compared" in why
+    # the runtime checks prove that an overwrite went away, not what became of a gradient FD no longer compares
+    tracker = make_finding("WF905", "main.py", 30, "overwrite", {"array": "vx"})
+    ok, why = judge({**before, "integrity": ["WF905"], "integrity_arrays": ["WF905 vx"]}, after, ["WF106"])
+    assert not ok and why.endswith("was checked before the edit and not after, so nothing shows what the edit did "
+                                   "to the gradient"), why
+    assert fd_summary(VerifyReport(backwards=[], findings=[tracker]))["integrity_arrays"] == ["WF905 vx"]
+
+
+def test_a_changed_gradient_is_proven_by_the_runtime_checks_going_clean() -> None:
+    """When FD cannot tell, the integrity check decides an overwrite fix as it does for chaotic programs."""
+    wrong = 0.5 * GRAD
+    tracker = make_finding("WF905", "main.py", 30, "overwrite", {"array": "vx"})
+    before = _report([1.0], [GRAD], findings=[tracker])
+    ok, why = judge(before, _report([1.0], [wrong]), ["WF105"])
+    assert ok and "FD cannot tell which is right: the runtime integrity check decided: WF905 before" in why, why
+    ok, why = judge(before, _report([1.0], [wrong]), ["WF201"])  # not an overwrite fix: nothing proves it
+    assert not ok
+
+
+def test_an_edit_that_now_passes_fd_is_kept_whatever_its_gradient() -> None:
+    before = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [_param(0.5 * GRAD, "fail")])]))
+    ok, why = judge(before, _report([1.0], [GRAD]), ["WF105"])
+    assert ok and why == "loss unchanged; FD agreement now passes"
+
+
+_SIX = [9.0] * 6  # a step taken inside the tape: the probe sees no parameter update for six backwards
+
+
+@pytest.mark.parametrize(
+    ("later", "kept", "why"),
+    [
+        # cloth, step-into-taped-method (WF302 + WF106): kept before on the 2 backwards both runs have
+        ([], False, "FD checked no backward after it"),
+        (["pass", "fail"], False, "FD still disagrees after the edit"),
+        (["unreliable"], False, "FD is unreliable here after the edit"),
+        (["pass", "pass"], True, "and FD agreed at each of the 2 backward(s) checked after it"),
+    ],
+)
+def test_an_edit_that_moves_the_first_update_is_judged_on_the_backwards_after_it(
+    later: list[str], kept: bool, why: str
+) -> None:
+    """The losses after the moved update legitimately differ (the run before trained on another gradient);
+    every backward FD checked after it must pass on its own."""
+    before = fd_summary(VerifyReport(backwards=[BackwardResult(f"main.py:{40 + i}", 9.0, [_param(GRAD, "fail")])
+                                                for i in range(6)]))
+    ok, reason = judge(before, _report([9.0, 9.0], [GRAD, GRAD], later=later), ["WF302", "WF106"])
+    assert ok is kept and why in reason, reason
+    assert before["losses"] == _SIX
+
+
+@pytest.mark.parametrize(("later", "kept"), [([], False), (["pass"], True)])
+def test_a_step_moved_after_the_backward_is_judged_on_a_backward_after_the_update(later: list[str],
+                                                                                   kept: bool) -> None:
+    """cloth, step-into-taped-method: the WF302 edit left the one checked backward (the verifier's window ends
+    there) unchanged, so it was kept as harmless; what it changes is what the update consumes, and the recorder
+    then showed the program not training (loss 271.56 at all 4 backwards; the original's fall to 146.67)."""
+    before = _report([271.56], [GRAD])
+    ok, why = judge(before, _report([271.56], [GRAD], later=later), ["WF302"])
+    assert ok is kept, why
+    if kept:
+        assert why == ("loss unchanged and FD agreed at the 1 backward(s) checked after the first parameter update; "
+                       "FD agreed before and after, and the edit left the 1 checked gradient(s) unchanged")
+    else:
+        assert "FD checked no backward after the first update" in why
+
+
+def test_the_losses_before_a_moved_update_must_still_match() -> None:
+    before = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 9.0, [_param(GRAD, "fail")])] * 6))
+    ok, why = judge(before, _report([9.0, 9.25], [GRAD, GRAD], later=["pass"]), ["WF302"])
+    assert not ok and "the loss changed at backward 2" in why
+
+
+@pytest.mark.slow
+def test_real_verifier_refuses_an_edit_fd_accepts_either_way(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mechanism of the fluid_checkpoint_cb keep, on a small program: the path through `b` (no
+    requires_grad) carries 0.25% of the gradient, below FD's tolerance, so FD passes before and after the
+    WF201 edit while the edit changes the gradient of `p`. FD cannot tell which is right, and no runtime
+    check observes a missing requires_grad: the edit is refused (plain `apply` still makes it)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from warpfix.apply import Selection, check_fixes
+
+    shutil.copy(Path(__file__).parent / "verify_programs" / "fd_blind_requires_grad.py", tmp_path / "main.py")
+    monkeypatch.chdir(tmp_path)
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF201"], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("pass", "pass")
+    assert not edit.kept
+    assert edit.reason.startswith("FD agreed before and after, but the edit changed the gradient of `p` at backward 1")
+    assert result.changed == {}

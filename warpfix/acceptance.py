@@ -1,0 +1,249 @@
+"""Whether ``apply --check`` keeps an edit: the verifier runs before and after it, and which proof decides.
+
+:func:`fd_summary` reduces a verify report to what the decision needs; :func:`judge` decides. An edit is
+kept only when the forward is preserved (every loss the two runs compute before their first parameter
+update) and one of these proves it:
+
+* FD disagreed (or could not judge) before the edit and agrees after it;
+* FD agreed before and after *and* the edit left every checked gradient unchanged (the sketches of
+  :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
+  cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
+  only a program that now trains those, with FD agreeing after the first update, is proven;
+* the runtime checks (an array changed before its backward, a stale gradient) found the edit's arrays
+  before it and not after, where FD cannot judge (chaos) or cannot tell (the same gradient changed).
+
+An edit that moves the program's first parameter update earlier (an optimizer step taken out of the
+tape) shortens the first iteration; the losses after that update legitimately differ (the run before
+trained on another gradient), so every backward the verifier checked after it must pass FD on its own,
+and FD must have checked one. The same holds for any WF302 edit: what it changes is what the update
+consumes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from warpfix.verify.sketch import change
+
+#: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
+#: overwrite tracker): they judge an overwrite fix where finite differences cannot (chaotic programs)
+INTEGRITY_RULES = ("WF902", "WF905")
+#: the fixes that may merge or split backwards (the WF601 hoist: one tape over the windows), judged on the
+#: iteration's total loss; any other fix that changes how many backwards precede the first parameter update
+#: is judged on the backwards both runs have
+MERGING_FIXES = ("WF601",)
+#: the fixes that move work out of the tape, after its backward (an optimizer step that read the gradient before
+#: the backward produced it): what they change is what the update consumes, which only the backwards after the
+#: first parameter update show, so FD must check one of those
+STEP_FIXES = ("WF302",)
+#: the fixes that remove an overwrite of a recorded array
+OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107", "WF108", "WF303", "WF401")
+#: runtime finding -> the fixes whose effect it observes, per array: where FD cannot judge, such a fix is
+#: proven when the findings about its arrays go away (the overwrite checks; WF903, a gradient already
+#: non-zero when the next iteration's backward starts, for the missing zero)
+RUNTIME_PROOF = {"WF902": OVERWRITE_FIXES, "WF905": OVERWRITE_FIXES, "WF903": ("WF301",)}
+LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
+LOSS_ATOL = 1e-7
+#: a gradient whose sketch moved by at most this fraction of its norm is unchanged (float32 reordering)
+GRAD_RTOL = 1e-5
+
+
+def fd_summary(report: Any) -> dict[str, Any]:
+    """A compact view of a VerifyReport for tables and JSON, with what :func:`judge` compares."""
+    if report.error:
+        return {"verdict": "error", "error": report.error, "losses": []}
+    verdicts = [p.verdict for b in report.backwards for p in b.params]
+    errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
+    runtime = sorted({f.rule for f in report.findings if f.severity.value == "error"})  # WF902, WF903...
+    integrity = sorted({f.rule for f in report.findings if f.rule in INTEGRITY_RULES})
+    # one entry per integrity finding and array (family, else kernel argument): what an edit removed or left
+    integrity_arrays = sorted({_integrity_key(f.rule, f.data) for f in report.findings if f.rule in RUNTIME_PROOF})
+    if not verdicts:
+        verdict = "none"
+    elif "fail" in verdicts or runtime:
+        verdict = "fail"
+    elif all(v == "pass" for v in verdicts):
+        verdict = "pass"
+    else:
+        verdict = "unreliable"
+    first = [b for b in report.backwards if getattr(b, "window", 0) == 0]
+    return {
+        "verdict": verdict,
+        # later windows start from parameters updated with the (now different) gradient: not comparable
+        "losses": [b.loss for b in first],
+        "max_rel_err": max(errs) if errs else None,
+        "failing": sorted({f"{b.site}:{p.name}" for b in report.backwards for p in b.params if p.verdict == "fail"}),
+        "runtime_findings": runtime,
+        "integrity": integrity,
+        "integrity_arrays": integrity_arrays,
+        # per backward before the first parameter update: the sketch of each gradient FD checked
+        "gradients": [{p.name: p.ad_sketch for p in b.params if getattr(p, "ad_sketch", None)} for b in first],
+        # per backward after it that FD checked: its verdict ("pass" when every parameter passed)
+        "later": [_backward_verdict([p.verdict for p in b.params]) for b in report.backwards
+                  if getattr(b, "window", 0) > 0 and b.params],
+    }
+
+
+def _backward_verdict(verdicts: Sequence[str]) -> str:
+    for v in ("fail", "unreliable"):
+        if v in verdicts:
+            return v
+    return "pass"
+
+
+def _integrity_key(rule: str, data: dict[str, Any]) -> str:
+    """``WF902 x`` for a finding about array (family) ``x``: the same whatever line an edit moved it to."""
+    what = data.get("family") or data.get("array")
+    if not what and data.get("kernel"):
+        what = f"{data['kernel']}({data['argument']})" if data.get("argument") else str(data["kernel"])
+    return f"{rule} {what or '?'}"
+
+
+def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:
+    """Whether an edit is proven by the verifier runs around it, and why (not) — see the module docstring.
+
+    ``rules``: the rules of the edit's findings (the runtime checks prove only the fixes they observe).
+    """
+    if after["verdict"] == "error":
+        return False, f"the rewritten program could not be verified: {after['error']}"
+    ok, loss, moved = _forward_preserved(before, after, rules)
+    if not ok:
+        return False, loss
+    proof = _runtime_proof(before, after, rules) if rules and not moved else None
+    if after["verdict"] == "unreliable" and proof:
+        return True, f"{loss}; FD is unreliable here, so {proof}"
+    if after["verdict"] != "pass":
+        what = {"fail": "FD still disagrees", "none": "no gradient was compared",
+                "unreliable": "FD is unreliable here"}[after["verdict"]]
+        if after["verdict"] == "fail" and after.get("integrity"):
+            what += f" ({', '.join(after['integrity'])}: a recorded array still changes before its backward)"
+        return False, f"{what} after the edit"
+    if moved:
+        ok, loss = _after_the_moved_update(after, loss, len(after["losses"]))
+        if not ok:
+            return False, loss
+    elif any(r in STEP_FIXES for r in rules):
+        if not after.get("later"):
+            return False, ("the edit moves work after the backward (what the parameter update consumes) and FD "
+                           "checked no backward after the first update: nothing shows the training after it right")
+        loss += f" and FD agreed at the {len(after['later'])} backward(s) checked after the first parameter update"
+    if before["verdict"] != "pass":
+        return True, f"{loss}; FD agreement now passes"
+    state, how = _compare_gradients(before, after, rules)
+    if state == "same":
+        return True, f"{loss}; FD agreed before and after, and {how}"
+    if state == "changed" and proof:
+        return True, f"{loss}; FD agreed before and after but {how}, so FD cannot tell which is right: {proof}"
+    if state == "changed":
+        return False, f"FD agreed before and after, but {how}: FD accepts both gradients, so it cannot tell which is right"
+    # other parameters compared (the tape's leaves changed) or none: FD on both sides says nothing of the edit,
+    # and the runtime checks only that an overwrite went away
+    return False, f"FD agreed before and after, but {how}, so nothing shows what the edit did to the gradient"
+
+
+def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
+                       rules: Sequence[str]) -> tuple[bool, str, bool]:
+    """(True, what was compared, whether the edit moved the first parameter update earlier) when the edit kept
+    the forward; (False, why not, False) otherwise."""
+    lb, la = before["losses"], after["losses"]
+    if None in lb or None in la:
+        return False, "a checked backward has no loss value to compare", False
+    if len(lb) == len(la):
+        for i, (a, b) in enumerate(zip(lb, la, strict=True)):
+            if not _close(a, b):
+                return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved", False
+        return True, "loss unchanged", False
+    if not rules or any(r in MERGING_FIXES for r in rules):
+        # backwards merged or split (one tape over the windows, WF601): the iteration's objective
+        # is the sum of what was differentiated, and that must not change
+        a, b = math.fsum(lb), math.fsum(la)
+        if not _close(a, b):
+            return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})", False
+        return True, f"total loss of {len(lb)} -> {len(la)} backwards unchanged", False
+    # the same iterations compared, like with like: the first iteration ends at its first parameter update,
+    # and a fix that makes the program train (an optimizer step moved out of the tape) ends it earlier, so
+    # fewer backwards precede it; each backward both runs have must match
+    if not lb or not la:
+        return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}): none to compare", False
+    if len(la) > len(lb):
+        # the rewritten program updates its parameters later or never (a parameter rebound away from the
+        # optimizer that holds it): it no longer trains as it did
+        return False, (f"the edit delays or removes the first parameter update ({len(lb)} -> {len(la)} "
+                       "backwards before it): the program no longer trains as it did"), False
+    for i, (a, b) in enumerate(zip(lb, la, strict=False)):
+        if not _close(a, b):
+            return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved", False
+    return True, f"the edit moved the first parameter update ({len(lb)} -> {len(la)} backwards before it)", True
+
+
+def _after_the_moved_update(after: dict[str, Any], moved: str, loss_count: int) -> tuple[bool, str]:
+    """After an update the edit moved earlier, the run before the edit trained on another gradient (or not
+    at all), so its losses say nothing there: each backward after the update must pass FD on its own (the
+    verdict of a run that passes covers every backward FD checked), and FD must have checked one."""
+    later = after.get("later") or []
+    if not later:
+        return False, f"{moved} and FD checked no backward after it: nothing shows the training after it right"
+    return True, (f"loss unchanged at the {loss_count} backward(s) before the first parameter update ({moved}) "
+                  f"and FD agreed at each of the {len(later)} backward(s) checked after it")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL)
+
+
+def _runtime_proof(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> str | None:
+    """What the runtime checks prove of an edit, or None: an overwrite fix that takes the integrity
+    findings from some to none, or any fix that removes the findings about its arrays and adds none."""
+    found, left = before.get("integrity") or [], after.get("integrity") or []
+    other_errors = set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)
+    if all(r in OVERWRITE_FIXES for r in rules) and found and not left and not other_errors:
+        return (f"the runtime integrity check decided: {', '.join(found)} before the edit, clean after "
+                "(no recorded array changes before its backward)")
+    # findings the program had before the edit about other arrays (an overwrite it makes on purpose, under
+    # its own custom adjoint) stay: the edit must remove some of them, about its arrays, and add none
+    proving = {r for r, fixes in RUNTIME_PROOF.items() if all(x in fixes for x in rules)}
+    was = {k for k in before.get("integrity_arrays") or [] if k.split()[0] in proving}
+    now = {k for k in after.get("integrity_arrays") or [] if k.split()[0] in proving}
+    # no runtime error the program did not have before, other than those the edit is judged by
+    other_errors = set(after.get("runtime_findings") or []) - proving - set(before.get("runtime_findings") or [])
+    if was and now < was and not other_errors:
+        remain = f"; {', '.join(sorted(now))} (there before the edit too) remain" if now else ""
+        return f"the runtime checks decided: the edit removed {', '.join(sorted(was - now))} and added none{remain}"
+    return None
+
+
+def _compare_gradients(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> tuple[str, str]:
+    """Whether every gradient FD checked before the edit, at the backwards both runs have before their first
+    parameter update, has the same sketch after it: ("same", what was compared), ("changed", the first
+    difference), or ("unknown", why they cannot be compared).
+
+    A parameter checked before and not after is no change the edit hid only when the program now trains
+    other parameters (the probe compares the trained ones) and FD agreed after the first update too."""
+    gb, ga = before.get("gradients") or [], after.get("gradients") or []
+    if len(gb) != len(ga) and (not rules or any(r in MERGING_FIXES for r in rules)):
+        return "unknown", f"the edit merged or split the backwards ({len(gb)} -> {len(ga)}): their gradients are not alike"
+    compared, missing = 0, []
+    for i, (was, now) in enumerate(zip(gb, ga, strict=False)):
+        for name, sketch in was.items():
+            if name not in now:
+                missing.append((i, name))
+                continue
+            moved = change(sketch, now[name])
+            if moved > GRAD_RTOL:
+                size = "cannot be compared" if math.isinf(moved) else f"moved by {moved:.2g} of its norm"
+                return "changed", f"the edit changed the gradient of `{name}` at backward {i + 1} ({size})"
+            compared += 1
+    later = after.get("later") or []
+    if missing:
+        i, name = missing[0]
+        if not later:
+            return "unknown", f"the gradient of `{name}` at backward {i + 1} was checked before the edit and not after"
+        now = ", ".join(f"`{n}`" for n in sorted(ga[i])) or "none"
+        return "same", (f"the edit changed which parameters FD compares (`{name}` -> {now} at backward {i + 1}: the "
+                        f"program trains others now), and FD agreed at the {len(later)} backward(s) checked after the "
+                        "first update")
+    if not compared:
+        return "unknown", "no gradient checked in both runs can be compared"
+    return "same", f"the edit left the {compared} checked gradient(s) unchanged"
