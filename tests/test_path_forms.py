@@ -146,3 +146,22 @@ def test_model_parses_the_packages_modules_that_never_mention_warp(tmp_path: Pat
                                              other / "__init__.py")}
     # a module of a package with warp code is parsed; a loose script or a package without any is not
     assert set(model_texts(texts)) == {str(pkg / "__init__.py"), str(pkg / "sim.py")}
+
+
+@pytest.mark.parametrize("form", ["parent", "dot", "subfolder cwd", "absolute"])
+def test_a_packages_import_of_itself_resolves_from_inside_it(tmp_path: Path, form: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package that is not installed, checked from inside: ``import mypkg`` in its tests is the
+    project's ``mypkg`` even when the module names derived from the paths lack the ``mypkg.`` prefix
+    (``cd mypkg && check .`` names ``mypkg/sim.py`` just ``sim``). Before, that form lost the finding."""
+    repo = tmp_path / "repo"
+    pkg = repo / "mypkg"
+    for rel, text in {"__init__.py": INIT.replace(", step_geo", ""), "sim.py": SIM.split("\n\ndef step_geo")[0] + "\n",
+                      "tests/__init__.py": "", "tests/test_sim.py": TEST_SIM.replace("fakepkg", "mypkg")}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'mypkg'\n")
+    monkeypatch.chdir(tmp_path)
+    cwd, path = {"parent": (repo, "mypkg"), "dot": (pkg, "."), "subfolder cwd": (pkg / "tests", ".."),
+                 "absolute": (tmp_path, str(pkg))}[form]
+    assert findings(cwd, path, pkg) == {("sim.py", 7, "WF401", "error")}

@@ -9,6 +9,10 @@ given by that same path. So the model also parses the other modules of every pac
 file mentioning warp (the top-most package folder, :func:`package_root`), and a
 module of the project resolves to the project whatever form its path was given in.
 
+Module names come from the paths as given (``cd newton && check .`` names ``newton/sim.py`` just
+``sim``), so an import that names the importer's own top-most package (``import newton`` in
+``newton/tests/test_x.py``) is also looked up in that package's folder (:class:`ProjectModules`).
+
 Calls into modules outside the checked files (``check newton/_src/geometry`` calling the rest of
 newton) still replay library summaries; a kernel such a summary launches from a file that is one
 of the checked files is that file's kernel (:class:`ProjectKernels`), matched by real path.
@@ -20,6 +24,7 @@ import os
 from collections.abc import Iterable
 
 from warpfix.model.facts import KernelDef
+from warpfix.model.source import SourceFile
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _INSTALL_DIRS = frozenset({"site-packages", "dist-packages"})
@@ -80,3 +85,30 @@ class ProjectKernels:
         if not self._by_real:
             return None
         return self._by_real.get(os.path.realpath(path), {}).get(name)
+
+
+class ProjectModules:
+    """The project's files by real path, for an import that names the importer's own top-most
+    package: ``newton.sim`` from a file of the package folder ``.../newton`` is ``.../newton/sim.py``
+    (or ``.../newton/sim/__init__.py``), whatever the module names derived from the given paths."""
+
+    def __init__(self, files: Iterable[SourceFile]) -> None:
+        self._files = list(files)
+        self._by_real: dict[str, SourceFile] | None = None
+        self._roots: dict[str, str | None] = {}
+
+    def find(self, importer: SourceFile, dotted: str) -> SourceFile | None:
+        root = self._roots.get(importer.path, "")
+        if root == "":
+            root = self._roots[importer.path] = package_root(importer.path)
+        parts = dotted.split(".")
+        if root is None or parts[0] != os.path.basename(root):
+            return None
+        if self._by_real is None:
+            self._by_real = {os.path.realpath(f.path): f for f in self._files}
+        stem = os.path.join(root, *parts[1:])
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            hit = self._by_real.get(os.path.realpath(cand))
+            if hit is not None:
+                return hit
+        return None
