@@ -98,9 +98,9 @@ class ProjectModules:
         self._roots: dict[str, str | None] = {}
 
     def find(self, importer: SourceFile, dotted: str) -> SourceFile | None:
-        root = self._roots.get(importer.path, "")
-        if root == "":
-            root = self._roots[importer.path] = package_root(importer.path)
+        if importer.path not in self._roots:
+            self._roots[importer.path] = package_root(importer.path)
+        root = self._roots[importer.path]
         parts = dotted.split(".")
         if root is None or parts[0] != os.path.basename(root):
             return None
