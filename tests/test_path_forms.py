@@ -165,3 +165,49 @@ def test_a_packages_import_of_itself_resolves_from_inside_it(tmp_path: Path, for
     cwd, path = {"parent": (repo, "mypkg"), "dot": (pkg, "."), "subfolder cwd": (pkg / "tests", ".."),
                  "absolute": (tmp_path, str(pkg))}[form]
     assert findings(cwd, path, pkg) == {("sim.py", 7, "WF401", "error")}
+
+
+AXPY = '''\
+import warp as wp
+
+
+@wp.kernel(enable_backward=False)
+def axpy_kernel(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = y[i] + x[i]
+
+
+def add_into(x, y):
+    wp.launch(axpy_kernel, x.shape[0], inputs=[x, y])
+'''
+
+TEST_AXPY = '''\
+import warp as wp
+
+import fakepkg
+
+
+def test_axpy():
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        fakepkg.add_into(x, y)
+    tape.backward(grads={y: wp.ones(4, dtype=float)})
+'''
+
+
+def test_a_librarys_launch_of_its_own_backward_disabled_kernel_is_no_wf202(site: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checked files hold the kernel (compiled without backward) and a caller that reaches it
+    only through the installed copy's summary (its package's ``__init__`` is not checked): the
+    library's own launch is its design (warp.fem's ``array_axpy`` records a custom adjoint), not a
+    WF202 at the kernel (warp's wheel: ``warp/_src/fem/linalg.py:564`` once the summary's kernel
+    was the checked file's)."""
+    pkg = site / "fakepkg"
+    (pkg / "axpy.py").write_text(AXPY)
+    (pkg / "__init__.py").write_text(INIT + "from .axpy import add_into\n")
+    (pkg / "tests" / "test_axpy.py").write_text(TEST_AXPY)
+    monkeypatch.chdir(site)
+    result = check_paths(["fakepkg/axpy.py", "fakepkg/tests/test_axpy.py"], use_cache=False, select=["WF202"])
+    assert result.findings == []
