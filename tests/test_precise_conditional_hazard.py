@@ -134,3 +134,58 @@ def test_planted_aliasing_through_a_solver_stays_an_error(tmp_path: Path, progra
     result = check_paths([str(path)], use_cache=False, select=["WF1"])
     errors = [(f.rule, f.line) for f in result.findings if f.severity.value == "error" and f.data["taped"]]
     assert errors and {r for r, _ in errors} == {rule}
+
+
+# WF303: the only read the tape may record of ``x`` is a launch under an undecided ``if`` of a method
+# the taped block calls (newton's ``CollisionPipeline.collide``: ``if self.deterministic and ...:``
+# sorts its contacts, reading its sort buffers, which a second ``collide`` before the backward
+# rewrites; newton/tests/test_deformable_rigid_regressions.py:506 was a WF303 error once newton's
+# tests resolved ``newton`` to the project, not to the installed copy's summaries).
+WRITE_BEFORE_BACKWARD = '''\
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, y[wp.tid()])
+
+
+class Pipeline:
+    def __init__(self, sort):
+        self.sort = sort
+
+    def run(self, x, y, loss):
+{read}
+        wp.launch(total, 4, inputs=[y, loss])
+
+
+def train(sort):
+    pipe = Pipeline(sort)
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        pipe.run(x, y, loss)
+    x.fill_(3.0)
+    tape.backward(loss)
+'''
+SQUARE = "        wp.launch(square, 4, inputs=[x, y])"
+
+
+@pytest.mark.parametrize("read, expected", [
+    (SQUARE, ("WF303", "error", True)),
+    ("        if self.sort:\n    " + SQUARE, ("WF303", "warning", False)),
+    # a read that surely happens decides, whichever read came first
+    ("        if self.sort:\n    " + SQUARE + "\n" + SQUARE, ("WF303", "error", True)),
+])
+def test_write_before_backward_of_an_undecided_read_is_an_untaped_warning(read: str,
+                                                                          expected: tuple[str, str, bool]) -> None:
+    result = check_sources({"prog.py": WRITE_BEFORE_BACKWARD.format(read=read)}, select=["WF303"])
+    assert [(f.rule, f.severity.value, f.data["taped"]) for f in result.findings] == [expected]

@@ -19,6 +19,7 @@ from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
+from warpfix.model.project_files import mentions_warp, model_texts
 from warpfix.model.taped import mark_taped, paths_context_records
 from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
@@ -67,11 +68,6 @@ def parse_version(text: str) -> tuple[int, ...]:
         digits = "".join(ch for ch in p if ch.isdigit())
         parts.append(int(digits or 0))
     return tuple(parts)
-
-
-def _might_matter(text: str) -> bool:
-    """Cheap text test: a file that never mentions warp cannot hold a Warp gradient bug."""
-    return "warp" in text
 
 
 def parse_file(path: str, text: str) -> tuple[SourceFile | None, str | None]:
@@ -163,7 +159,7 @@ def _follow_imports(
                         continue
                     known.add(real)
                     text, err = read_source(cand)
-                    if text is None or not _might_matter(text):
+                    if text is None or not mentions_warp(text):
                         continue
                     parsed, err = parse(os.path.normpath(cand), text)
                     if parsed is None:
@@ -317,9 +313,7 @@ def check_sources(
     errors: list[InputError] = []
     parse = parse_cache.parse if parse_cache is not None else parse_file
     with _collector_paused():
-        for path, text in sources.items():
-            if not _might_matter(text):
-                continue
+        for path, text in model_texts(sources).items():
             parsed, err = parse(path, text)
             if parsed is None:
                 errors.append(InputError(path, err or "cannot parse"))
@@ -356,11 +350,10 @@ def sources_recording(sources: dict[str, str], parse_cache: ParseCache | None = 
     files: dict[str, SourceFile] = {}
     errors: list[InputError] = []
     with _collector_paused():
-        for path, text in sources.items():
-            if _might_matter(text):
-                parsed, _ = parse(path, text)
-                if parsed is not None:
-                    files[path] = parsed
+        for path, text in model_texts(sources).items():
+            parsed, _ = parse(path, text)
+            if parsed is not None:
+                files[path] = parsed
         _follow_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
         return recording(project)
@@ -389,7 +382,7 @@ def check_paths(
             errors.append(InputError(p, err or "cannot read"))
         else:
             texts[p] = text
-    relevant = {p: t for p, t in texts.items() if _might_matter(t)}
+    relevant = model_texts(texts)
     key = _cache_key(relevant, select, ignore, config, version) if use_cache else None
     if key is not None:
         hit = _cache_load(key)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, KernelDef, Trace
+from warpfix.model.tapeflow import conditional_launch
 
 if TYPE_CHECKING:
     from warpfix.model import Project
@@ -414,13 +415,8 @@ class Hazard:
 
     @property
     def conditional(self) -> bool:
-        """The read or the overwrite is a project launch under an undecided ``if`` of a function the
-        taped block calls (``Event.detail["conditional"]``): the tape may record it, nothing says it
-        does. Launches replayed from a library summary do not count: a summary marks every launch
-        under any ``if`` of the library (``if model.particle_count:``), which nearly all are."""
-        return any(
-            ev.detail.get("conditional") and "library" not in ev.detail for ev in (self.read.event, self.write.event)
-        )
+        """The read or the overwrite is a :func:`~warpfix.model.tapeflow.conditional_launch`."""
+        return conditional_launch(self.read.event) or conditional_launch(self.write.event)
 
     @property
     def library_in_place(self) -> bool:

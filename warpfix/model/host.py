@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
 from warpfix.model.library import LibraryIndex, Op, Summary, parse_path
+from warpfix.model.project_files import ProjectKernels, ProjectModules
 from warpfix.model.source import SourceFile
 
 MAX_DEPTH = 6  # inlining depth
@@ -116,6 +117,8 @@ class HostInterpreter:
         self.kernels_by_file: dict[str, dict[str, KernelDef]] = {}
         for k in kernels:
             self.kernels_by_file.setdefault(k.path, {})[k.name] = k
+        self.own_kernels = ProjectKernels(kernels)  # a library summary's launch of a checked file's kernel
+        self.own_modules = ProjectModules(files.values())
         self.ids = itertools.count(1)
         self.globals: dict[str, dict[str, Val]] = {}
         self.indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
@@ -313,16 +316,13 @@ class HostInterpreter:
         return index, stars
 
     def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
-        if level:
-            base = src.module_name.split(".")[:-level] if src.module_name else []
-            full = ".".join([*base, mod] if mod else base)
-        else:
-            full = mod
+        full = LibraryIndex.absolute(src, mod, level)  # ``from .x import`` in a package's __init__: its own x
         if full in self.modules:
             return self.modules[full]
+        own = self.own_modules.find(src, full) if not level else None  # ``import pkg.x`` inside pkg
         # the same module named from a sibling folder (scripts importing their neighbours)
         candidates = self.module_suffixes.get(full, ())
-        return candidates[0] if len(candidates) == 1 else None
+        return own or (candidates[0] if len(candidates) == 1 else None)
 
     def class_attr(self, cls_val: Val, name: str) -> Val:
         assert cls_val.cls is not None
@@ -1370,7 +1370,7 @@ class HostInterpreter:
                 paths.setdefault(b.id, path)
                 return b
 
-            kernel = self.library.kernel(*op.kernel) if op.kernel is not None else None
+            kernel = (self.own_kernels.get(*op.kernel) or self.library.kernel(*op.kernel)) if op.kernel else None
             reads: list[Buffer] = []
             writes: list[Buffer] = []
             accums: list[Buffer] = []

@@ -211,7 +211,7 @@ class LibraryIndex:
     def absolute(src: SourceFile, mod: str, level: int) -> str:
         if not level:
             return mod
-        parts = src.module_name.split(".")
+        parts = src.module_name.split(".") if src.module_name else []  # "": the package checked as "."
         is_pkg = os.path.basename(src.path) == "__init__.py"
         base = parts[: len(parts) - level + (1 if is_pkg else 0)]
         return ".".join([*base, mod] if mod else base)

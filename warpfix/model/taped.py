@@ -27,6 +27,7 @@ from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Event, KernelDef
 from warpfix.model.pinned import edit_refusal
+from warpfix.model.project_files import package_root
 
 _TAPE_OPS = {"tape_begin", "tape_end", "backward", "tape_zero", "tape_reset"}
 
@@ -136,31 +137,6 @@ _SKIP_DIRS = frozenset({"__pycache__", ".git", "node_modules"})
 #: path -> (mtime_ns, size, uses a tape): a long-running process (the language server) rescans cheaply
 _TAPE_USE_CACHE: dict[str, tuple[int, int, bool]] = {}
 _CONTEXT_CACHE: list[tuple[weakref.ref, bool]] = []  # the last project asked about
-
-
-_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-_INSTALL_DIRS = frozenset({"site-packages", "dist-packages"})
-
-
-def package_root(path: str) -> str | None:
-    """The top-most package folder ``path`` lies in, or None outside any package: the highest
-    ancestor holding an ``__init__.py``, below the project's own root (a folder with a
-    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, or ``site-packages``). Folders
-    without an ``__init__.py`` in between are namespace packages (``newton/_src``)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    root = None
-    while True:
-        if os.path.basename(folder) in _INSTALL_DIRS:
-            break
-        if os.path.isfile(os.path.join(folder, "__init__.py")):
-            root = folder
-        if any(os.path.exists(os.path.join(folder, m)) for m in _PROJECT_MARKERS):
-            break
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return root
 
 
 def _uses_tape(path: str) -> bool:

@@ -95,6 +95,14 @@ def tape_of(ev: Event) -> int | None:
     return ev.tapes[-1].tape if ev.recorded else None
 
 
+def conditional_launch(ev: Event) -> bool:
+    """A project launch under an undecided ``if`` of a function the taped block calls
+    (``Event.detail["conditional"]``): the tape may record it, nothing says it does. Launches replayed
+    from a library summary do not count: a summary marks every launch under any ``if`` of the library
+    (``if model.particle_count:``), which nearly all are."""
+    return bool(ev.detail.get("conditional")) and "library" not in ev.detail
+
+
 def runs_with(ev: Event, other: Event) -> bool:
     """Whether ``ev`` runs whenever ``other`` does, as far as ``if`` statements go: every branch arm
     enclosing ``ev`` also encloses ``other``."""

@@ -194,6 +194,11 @@ def _taped_launches(project: Project, kernels: dict[int, tuple[Span, str]]) -> I
             kernel = ev.kernel
             if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
                 continue
+            if "library" in ev.detail:
+                # a library's own launch of a kernel it compiles without backward is its design, not the
+                # caller's bug: warp.fem's array_axpy takes the tape off for it and records its adjoint
+                # with tape.record_func, which a summary does not follow
+                continue
             tape = tape_of(ev)
             if tape is None or last_backward.get(tape, -1) < idx:
                 continue

@@ -12,6 +12,7 @@ from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
     WRITES,
     anchor,
+    conditional_launch,
     describe_event,
     line_ref,
     next_backward,
@@ -136,11 +137,15 @@ tape.backward(loss)
                             f"{line_ref(reader.span, where)}, before that tape's backward "
                             f"({line_ref(bwd.span, where)}): backward replays the adjoints against the new "
                             f"contents; move the write after the backward",
-                            data={"tape": tape_display_name(bwd)},
+                            # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
+                            data={"tape": tape_display_name(bwd),
+                                  **({"conditional": True} if conditional_launch(reader) else {})},
                             related=((reader.span, "read on the tape here"), (bwd.span, "backward here")),
                         )
                 if tape is not None and ev.kind in DIFFERENTIABLE:
                     readers = reads.setdefault(tape, {})
                     for buf in true_reads(ev):
-                        if buf.grad_of is None:
-                            readers.setdefault(buf.root().id, ev)
+                        first = readers.get(buf.root().id)
+                        if buf.grad_of is None and (first is None or conditional_launch(first)
+                                                    and not conditional_launch(ev)):
+                            readers[buf.root().id] = ev  # a read that surely happens is the one to report
