@@ -185,3 +185,57 @@ def test_a_finished_roots_values_are_collected_before_the_next_root(monkeypatch)
     monkeypatch.setattr(model, "YOUNG_LIMIT", 0, raising=False)  # collect after every root, however small
     assert project.traces
     assert len(alive) >= 7 and alive[-1] == alive[-4], alive  # the last three roots leave nothing behind
+
+
+class _CountedIterations(list):
+    """A project's traces that count the passes made over them."""
+
+    passes = 0
+
+    def __iter__(self):
+        type(self).passes += 1
+        return super().__iter__()
+
+
+def _rmw_program(n: int) -> str:
+    kernels = "".join(f'''
+@wp.kernel
+def clamp_{k}(q: wp.array(dtype=float), q_max: float):
+    i = wp.tid()
+    if q[i] > q_max:
+        q[i] = q_max
+''' for k in range(n))
+    launches = "".join(f"        wp.launch(clamp_{k}, dim=4, inputs=[q, 1.0])\n" for k in range(n))
+    return f'''import warp as wp
+{kernels}
+
+@wp.kernel
+def loss_k(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, q[wp.tid()])
+
+
+def train():
+    q = wp.ones(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+{launches}        wp.launch(loss_k, dim=4, inputs=[q, loss])
+    tape.backward(loss)
+'''
+
+
+def test_kernel_rmw_passes_over_the_traces_do_not_grow_with_the_kernels_it_reports() -> None:
+    from warpfix.rules.wf106_kernel_rmw import KernelRmw
+
+    passes = {}
+    for n in (1, 4):
+        src, err = parse_file("rmw.py", _rmw_program(n))
+        assert src is not None, err
+        project = build_project({"rmw.py": src}, library=shared_index())
+        project.__dict__["traces"] = _CountedIterations(project.traces)
+        _CountedIterations.passes = 0
+        found = list(KernelRmw().check(project))
+        assert sorted(f.data["kernel"] for f in found) == [f"clamp_{k}" for k in range(n)]
+        assert all(len(f.related) >= 1 for f in found)
+        passes[n] = _CountedIterations.passes
+    assert passes[4] == passes[1], passes
