@@ -117,3 +117,125 @@ def test_tracing_leaves_no_cycles_per_library_call() -> None:
         if was_enabled:
             gc.enable()
     assert not [name for name in leaked if name.startswith(("HostInterpreter.", "literal_eval."))], leaked
+
+
+_CYCLIC = '''
+import warp as wp
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i]
+
+
+class Sim:
+    def __init__(self, n):
+        self.x = wp.zeros(n, dtype=float, requires_grad=True)
+        self.y = wp.zeros(n, dtype=float, requires_grad=True)
+        self.run = self.step  # the object holds its own bound method: a reference cycle
+
+    def step(self):
+        wp.launch(scale, dim=4, inputs=[self.x], outputs=[self.y])
+'''
+
+
+def test_tracing_frees_the_values_of_finished_roots() -> None:
+    """The interpreter's values of a root (here an object holding its own bound method) are garbage
+    once the root is traced: they are collected, not kept in memory until the check ends, and the
+    collector's state is as before."""
+    text = _CYCLIC + "".join(f"\n\ndef root_{k}():\n    sim = Sim(4)\n    sim.step()\n" for k in range(5))
+    src, err = parse_file("cyclic.py", text)
+    assert src is not None, err
+    project = build_project({"cyclic.py": src}, library=shared_index())
+    was_enabled = gc.isenabled()
+    gc.collect()
+    frozen = gc.get_freeze_count()
+    try:
+        traces = project.traces
+        assert gc.isenabled() == was_enabled and gc.get_freeze_count() == frozen
+        launching = {t.root for t in traces if any(ev.kind == "launch" for ev in t.events)}
+        assert launching >= {f"cyclic.py:root_{k}" for k in range(5)}
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what is garbage now, kept to be looked at
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, host_module.Val)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
+
+
+def test_a_finished_roots_values_are_collected_before_the_next_root(monkeypatch) -> None:
+    """Memory is bounded by a root, not the project: with every root's garbage collected as soon as
+    it ends, the values alive when a root starts do not grow with the roots traced before it."""
+    from warpfix import model
+
+    text = _CYCLIC + "".join(f"\n\ndef root_{k}():\n    sim = Sim(4)\n    sim.step()\n" for k in range(6))
+    src, err = parse_file("cyclic.py", text)
+    assert src is not None, err
+    project = build_project({"cyclic.py": src}, library=shared_index())
+    alive: list[int] = []
+    real_reset = host_module.HostInterpreter.reset
+
+    def counted_reset(self) -> None:
+        alive.append(sum(isinstance(o, host_module.Val) for o in gc.get_objects()))
+        real_reset(self)
+
+    monkeypatch.setattr(host_module.HostInterpreter, "reset", counted_reset)
+    monkeypatch.setattr(model, "YOUNG_LIMIT", 0, raising=False)  # collect after every root, however small
+    assert project.traces
+    assert len(alive) >= 7 and alive[-1] == alive[-4], alive  # the last three roots leave nothing behind
+
+
+class _CountedIterations(list):
+    """A project's traces that count the passes made over them."""
+
+    passes = 0
+
+    def __iter__(self):
+        type(self).passes += 1
+        return super().__iter__()
+
+
+def _rmw_program(n: int) -> str:
+    kernels = "".join(f'''
+@wp.kernel
+def clamp_{k}(q: wp.array(dtype=float), q_max: float):
+    i = wp.tid()
+    if q[i] > q_max:
+        q[i] = q_max
+''' for k in range(n))
+    launches = "".join(f"        wp.launch(clamp_{k}, dim=4, inputs=[q, 1.0])\n" for k in range(n))
+    return f'''import warp as wp
+{kernels}
+
+@wp.kernel
+def loss_k(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, q[wp.tid()])
+
+
+def train():
+    q = wp.ones(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+{launches}        wp.launch(loss_k, dim=4, inputs=[q, loss])
+    tape.backward(loss)
+'''
+
+
+def test_kernel_rmw_passes_over_the_traces_do_not_grow_with_the_kernels_it_reports() -> None:
+    from warpfix.rules.wf106_kernel_rmw import KernelRmw
+
+    passes = {}
+    for n in (1, 4):
+        src, err = parse_file("rmw.py", _rmw_program(n))
+        assert src is not None, err
+        project = build_project({"rmw.py": src}, library=shared_index())
+        project.__dict__["traces"] = _CountedIterations(project.traces)
+        _CountedIterations.passes = 0
+        found = list(KernelRmw().check(project))
+        assert sorted(f.data["kernel"] for f in found) == [f"clamp_{k}" for k in range(n)]
+        assert all(len(f.related) >= 1 for f in found)
+        passes[n] = _CountedIterations.passes
+    assert passes[4] == passes[1], passes

@@ -1,5 +1,3 @@
-import sys
+from warpfix.cli import entry
 
-from warpfix.cli import main
-
-sys.exit(main())
+entry()

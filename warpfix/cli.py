@@ -10,6 +10,7 @@ hint; ``--debug`` shows its traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import pkgutil
@@ -67,5 +68,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The ``warpfix`` program: :func:`main`, then exit without tearing the interpreter down. A check
+    leaves millions of AST nodes and model objects alive; freeing them one by one and the last full
+    collection at shut-down cost a sixth of a whole check's CPU on warp's sources, for nothing. The
+    exit handlers still run and the standard streams are flushed first (an unwritable stdout exits
+    120, as Python's own shut-down does)."""
+    code = main()
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        code = 120
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

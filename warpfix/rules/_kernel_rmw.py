@@ -17,15 +17,15 @@ if TYPE_CHECKING:
     from warpfix.model import Project
 
 
-def _kernel_launches(project: Project, kd: KernelDef) -> list[Event]:
-    """Recorded launches of ``kd`` in every trace (one per call site)."""
-    seen: dict[Span, Event] = {}
+def recorded_launches(project: Project) -> dict[tuple[str, str], list[Event]]:
+    """Recorded launches of each kernel (by file and name) in every trace, one per call site, in
+    trace order: one pass over the events, not one per kernel a rule reports."""
+    seen: dict[tuple[str, str], dict[Span, Event]] = {}
     for trace in project.traces:
         for ev in trace.events:
             if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
-                if ev.kernel is kd or (ev.kernel.name == kd.name and ev.kernel.path == kd.path):
-                    seen.setdefault(ev.span, ev)
-    return list(seen.values())
+                seen.setdefault((ev.kernel.path, ev.kernel.name), {}).setdefault(ev.span, ev)
+    return {key: list(by_span.values()) for key, by_span in seen.items()}
 
 
 class KernelRmwRule(Rule):
@@ -41,6 +41,7 @@ class KernelRmwRule(Rule):
             if kd is not None and hz.write.param is not None:
                 overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
         reach = tape_reach(project)
+        launched: dict[tuple[str, str], list[Event]] | None = None
         for kd in project.kernels:
             replayed = not reach.backward_disabled(kd)  # no adjoint replays it (WF202 reports a taped one)
             sensitive = value_sensitive_params(kd)
@@ -58,7 +59,8 @@ class KernelRmwRule(Rule):
                 ):
                     continue  # an integer counter whose values reach no gradient
                 if launches is None:
-                    launches = _kernel_launches(project, kd)
+                    launched = recorded_launches(project) if launched is None else launched
+                    launches = launched.get((kd.path, kd.name), [])
                 if launches:
                     yield self._report(kd, param, spans[0], launches, hazards)
 
