@@ -44,6 +44,8 @@ import numpy as np
 # relative imports only: this package is also copied alone onto the program's PYTHONPATH
 from .adjoint import check_custom_adjoints
 from .adjoint import install_hook as install_adjoint_hook
+from .cut_chain import CutChain
+from .early_grad import EarlyGrad
 from .fd import FiniteDifferences
 from .records import (
     ArrayInfo,
@@ -182,6 +184,8 @@ class Tracer(FiniteDifferences):
         self.tape_start: int | None = None  # op index of the window's first taped operation
         self.tape_state: dict[int, Any] = {}  # info.order -> contents of the arrays known at tape_start
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
+        self.cut_chain = CutChain(self, _SKIP_DIRS[0] if _SKIP_DIRS else "\0")  # WF201: arrays without a gradient
+        self.early_grad = EarlyGrad(self)  # WF302/WF304: a gradient read before its backward
 
     # ----------------------------------------------------------------- plumbing
     @contextmanager
@@ -898,6 +902,7 @@ class Tracer(FiniteDifferences):
         if self.tracing():
             if self.grads.get(id(arr)) is arr:
                 self.host_grad_read = True
+                self.early_grad.on_host_read(arr)
             elif arr.requires_grad and id(arr) not in self.host_reads:
                 path, line = self.site()
                 self.host_reads[id(arr)] = (arr, f"{path}:{line}", len(self.ops))
@@ -974,6 +979,9 @@ class Tracer(FiniteDifferences):
             self.finish("cap")
         with self.paused():
             seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
+            since = self.tape_since.get(id(tape), 0)
+            self.cut_chain.check(tape, since, leaves, [a for a, _ in seeds], frame)
+            self.early_grad.check(tape, since, frame)
             objective = Objective(seeds, how)
             value = objective.value()
             before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}
@@ -1274,6 +1282,7 @@ class Tracer(FiniteDifferences):
             if cls is not None:
                 cls.deallocate = lambda alloc, ptr, size, _orig=cls.deallocate: self.on_deallocate(_orig, alloc, ptr, size)
         install_adjoint_hook(wp)
+        self.cut_chain.install(wp, _as_program)
 
     def shield(self, hook: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
         """The hook as the program calls it: the program's own errors reach the program unchanged; an

@@ -1,0 +1,53 @@
+"""Fit p so that sum((2 p)^2) is minimal, through an intermediate `b`. `--bug` allocates `b` without
+requires_grad: the chain p -> b -> loss is cut there and p gets a zero gradient. `--detached` computes a
+metric from p into buffers without gradients that never reach the loss (correct: nothing to report)."""
+
+import sys
+
+import numpy as np
+import warp as wp
+
+N = 8
+
+
+@wp.kernel
+def double(p: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = 2.0 * p[i]
+
+
+@wp.kernel
+def total(b: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, b[i] * b[i])
+
+
+@wp.kernel
+def sgd(p: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
+    i = wp.tid()
+    p[i] = p[i] - lr * g[i]
+
+
+def main(bug: bool, detached: bool):
+    p = wp.array(np.linspace(1.0, 2.0, N), dtype=float, requires_grad=True)
+    for it in range(3):
+        b = wp.zeros(N, dtype=float, requires_grad=not bug)
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        metric = wp.zeros(N, dtype=float)
+        metric_total = wp.zeros(1, dtype=float)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(double, dim=N, inputs=[p], outputs=[b])
+            wp.launch(total, dim=N, inputs=[b], outputs=[loss])
+            if detached:
+                wp.launch(double, dim=N, inputs=[p], outputs=[metric])
+                wp.launch(total, dim=N, inputs=[metric], outputs=[metric_total])
+        tape.backward(loss)
+        print(f"iter {it}: loss = {loss.numpy()[0]:.6f}")
+        wp.launch(sgd, dim=N, inputs=[p, p.grad, 0.01])
+        tape.zero()
+
+
+if __name__ == "__main__":
+    with wp.ScopedDevice("cpu"):
+        main("--bug" in sys.argv, "--detached" in sys.argv)

@@ -1,0 +1,151 @@
+"""Runtime WF201: a gradient chain cut by an array without ``requires_grad`` (part of the probe package:
+relative imports only, warp and numpy).
+
+At each backward the probe hands over the operations its tape recorded (and the operations that ran
+while it recorded: a ``wp.copy`` into an array without a gradient is not put on the tape at all). A
+chain is cut at an array when
+
+* a recorded operation wrote it from values that depend on a leaf parameter (transitively, through
+  the tape's operations in order),
+* a later recorded operation read it on the way to the backward's objective (backwards through the
+  tape's operations, and through ``tape.record_func`` custom adjoints, whose arrays are taken as
+  connected to each other), and
+* it has no gradient when the backward starts: the backward stops there, and everything upstream
+  misses that part of its gradient.
+
+Only float arrays the program allocated itself, with a direct ``wp.zeros/empty/array/...`` call, are
+reported, at that call: that is the line the WF201 fix edits. Arrays a library allocates (warp.fem's
+temporaries) are the library's design; integer arrays and zero-size ones carry no gradient.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: The outermost Warp function of a direct allocation by the program (``__init__``: ``wp.array(...)``).
+ALLOCATORS = frozenset({
+    "zeros", "empty", "full", "ones", "zeros_like", "empty_like", "full_like", "ones_like", "clone", "__init__",
+})
+#: Attribute the probe sets on an array the program allocated: (path, line) of the allocation.
+SITE_ATTR = "_warpfix_alloc_site"
+
+
+class CutChain:
+    """Records where the program allocates arrays and the tapes' custom adjoints; finds cut chains."""
+
+    def __init__(self, tracer: Any, warp_dir: str) -> None:
+        self.tracer = tracer
+        self.warp_dir = warp_dir
+        self.funcs: dict[int, tuple[Any, list[tuple[int, list[Any]]]]] = {}  # id(tape) -> (tape, [(op index, arrays)])
+        self.in_warp: dict[str, bool] = {}  # code filename -> is it Warp's
+
+    def is_warp_file(self, filename: str) -> bool:
+        known = self.in_warp.get(filename)
+        if known is None:
+            known = self.in_warp[filename] = os.path.realpath(filename).startswith(self.warp_dir)
+        return known
+
+    def install(self, wp: Any, as_program: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        arr_cls, tape_cls = wp._src.types.array, wp._src.tape.Tape
+        orig_init, orig_record = arr_cls.__init__, as_program(tape_cls.record_func)
+        shield = self.tracer.shield
+
+        def init(arr: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(arr, *args, **kwargs)
+            if self.tracer.enabled and self.tracer.mode != "done":
+                self.on_alloc(arr, sys._getframe(1))
+
+        init.__wrapped__ = orig_init  # type: ignore[attr-defined]
+        arr_cls.__init__ = init
+        tape_cls.record_func = shield(lambda tape, backward, arrays: self.on_record_func(orig_record, tape, backward,
+                                                                                          arrays), tape_cls.record_func)
+
+    def on_alloc(self, arr: Any, frame: Any) -> None:
+        """Keep the program's line of a direct allocation on the array."""
+        outermost = "__init__"
+        while frame is not None and self.is_warp_file(frame.f_code.co_filename):
+            outermost = frame.f_code.co_name
+            frame = frame.f_back
+        if frame is None or outermost not in ALLOCATORS:
+            return
+        filename = frame.f_code.co_filename
+        if filename.startswith("<") or not self.tracer.is_program(filename):
+            return
+        try:
+            setattr(arr, SITE_ATTR, (self.tracer.relpath(filename), frame.f_lineno))
+        except AttributeError:  # an array type without a __dict__
+            pass
+
+    def on_record_func(self, orig: Callable[..., Any], tape: Any, backward: Any, arrays: Any) -> Any:
+        result = orig(tape, backward, arrays)
+        if self.tracer.tracing():
+            held = [a for a in arrays if self.tracer.is_array(a)]
+            self.funcs.setdefault(id(tape), (tape, []))[1].append((len(self.tracer.ops), held))
+        return result
+
+    def check(self, tape: Any, since: int, leaves: Sequence[Any], outputs: Sequence[Any], frame: Any) -> None:
+        """Report the arrays that cut the chain from ``leaves`` (ArrayInfo) to ``outputs`` (the backward's
+        seeded arrays) on ``tape``'s operations since ``since``."""
+        tracer = self.tracer
+        steps: list[tuple[float, Any, list[Any], list[Any]]] = [
+            (op.index, op, [i.arr for i in op.reads], [i.arr for i in op.writes])
+            for op in tracer.ops[since:] if op.tape is tape or op.recording is tape
+        ]  # fmt: skip
+        held = self.funcs.get(id(tape))
+        if held is not None and held[0] is tape:
+            # a custom adjoint recorded after the operations before it: its arrays are connected both ways
+            steps += [(at - 0.5, None, arrays, arrays) for at, arrays in held[1] if at >= since]
+        steps.sort(key=lambda s: s[0])
+        depends = {id(i.arr): i.name for i in leaves}  # id -> the leaf it depends on
+        cut: dict[int, tuple[Any, float, Any, str]] = {}  # id -> (array, first dependent write, writer, leaf)
+        for at, op, reads, writes in steps:
+            source = next((depends[id(a)] for a in reads if id(a) in depends), None)
+            if source is None or op is None:
+                continue
+            for arr in writes:
+                if id(arr) not in depends:
+                    depends[id(arr)] = source
+                    if self.cuts(arr):
+                        cut[id(arr)] = (arr, at, op, source)
+        if not cut:
+            return
+        reaching = {id(a) for a in outputs}
+        reader: dict[int, tuple[float, Any]] = {}  # id -> (latest read on the way to the objective, the op)
+        for at, op, reads, writes in reversed(steps):
+            if not any(id(a) in reaching for a in writes):
+                continue
+            for arr in reads:
+                reaching.add(id(arr))
+                if id(arr) not in reader and op is not None:
+                    reader[id(arr)] = (at, op)
+        for key, (arr, at, writer, source) in cut.items():
+            read = reader.get(key)
+            if read is None or read[0] <= at or key in {id(a) for a in outputs}:
+                continue
+            self.report(arr, writer, read[1], source, frame)
+
+    def cuts(self, arr: Any) -> bool:
+        """An array the program allocated that holds float values and no gradient."""
+        wp = self.tracer.wp
+        return (
+            getattr(arr, SITE_ATTR, None) is not None
+            and arr.grad is None
+            and arr.size > 0
+            and wp._src.types.type_scalar_type(arr.dtype) in (wp.float16, wp.float32, wp.float64)
+        )
+
+    def report(self, arr: Any, writer: Any, reader: Any, source: str, frame: Any) -> None:
+        path, line = getattr(arr, SITE_ATTR)
+        name = self.tracer.name_of(arr, frame) or f"the array allocated at {path}:{line}"
+        shown = f"`{name}`" if not name.startswith("the array") else name
+        msg = (
+            f"{shown} has no gradient (allocated here without requires_grad), but the {writer.label} at "
+            f"{writer.path}:{writer.line} writes it from values that depend on `{source}` and the {reader.label} "
+            f"at {reader.path}:{reader.line} reads it on the way to the loss: the backward stops at it, so "
+            f"`{source}` misses that part of its gradient"
+        )
+        self.tracer.add_finding("WF201", path, line, msg, ("WF201", path, line), classified_as="WF201",
+                                runtime="cut-chain", array=name, family=name)  # fmt: skip
