@@ -182,3 +182,50 @@ def test_real_verifier_refuses_an_edit_fd_accepts_either_way(tmp_path, monkeypat
     assert not edit.kept
     assert edit.reason.startswith("FD agreed before and after, but the edit changed the gradient of `p` at backward 1")
     assert result.changed == {}
+
+
+def _unreliable(losses: list[float], findings=(), later_losses: list[float] = ()) -> dict:
+    """fd_summary of a run FD cannot judge (a NaN-prone solve, chaos): every verdict unreliable."""
+    backwards = [BackwardResult(f"main.py:{40 + i}", loss, [_param(GRAD, "unreliable")]) for i, loss in enumerate(losses)]
+    backwards += [BackwardResult("main.py:40", loss, [_param(GRAD, "unreliable")], window=1) for loss in later_losses]
+    return fd_summary(VerifyReport(backwards=backwards, findings=list(findings)))
+
+
+CUT = make_finding("WF201", "main.py", 12, "`b` has no gradient", {"runtime": "cut-chain", "array": "b", "family": "b"})
+OTHER_CUT = make_finding("WF201", "main.py", 14, "`c` has no gradient", {"runtime": "cut-chain", "array": "c", "family": "c"})
+
+
+def test_a_wf201_fix_fd_cannot_judge_is_proven_by_the_cut_chain_going_away() -> None:
+    before = _unreliable([1.0], [CUT])
+    assert before["verdict"] == "fail" and before["integrity_arrays"] == ["WF201 b"]
+    ok, why = judge(before, _unreliable([1.0]), ["WF201"])
+    assert ok and "FD is unreliable here, so the runtime checks decided: the edit removed WF201 b" in why, why
+    # the cut still there, or another one appearing: no proof
+    assert not judge(before, _unreliable([1.0], [CUT]), ["WF201"])[0]
+    assert not judge(before, _unreliable([1.0], [OTHER_CUT]), ["WF201"])[0]
+    # the cut-chain check proves only the WF201 fix, and no fix that changes the forward
+    assert not judge(before, _unreliable([1.0]), ["WF105"])[0]
+    assert not judge(before, _unreliable([1.5]), ["WF201"])[0]
+
+
+EARLY = make_finding("WF302", "main.py", 33, "reads `v.grad` inside the tape", {"runtime": "early-grad", "array": "v"})
+
+
+def test_a_step_fix_fd_cannot_judge_is_proven_by_the_early_read_going_away_when_the_update_trains() -> None:
+    before = _unreliable([2.0], [EARLY], later_losses=[1.9])
+    ok, why = judge(before, _unreliable([2.0], later_losses=[1.8]), ["WF302"])
+    assert ok and "the runtime checks decided: the edit removed WF302 v" in why, why
+    # the read moved past the zeroing of the gradient: the update changes nothing, the loss stays
+    assert not judge(before, _unreliable([2.0], later_losses=[2.0]), ["WF302"])[0]
+    assert not judge(before, _unreliable([2.0]), ["WF302"])[0]  # no backward after the update: nothing shows it
+
+
+def test_an_edit_that_moved_the_first_update_is_proven_only_by_the_early_read_check() -> None:
+    """Six backwards before the first update (the step inside the tape), one after the edit: the overwrite
+    check going clean says nothing of the moved update; the early read going away does."""
+    tracker = make_finding("WF905", "main.py", 30, "overwrite", {"array": "v"})
+    before = _unreliable(_SIX, [EARLY, tracker], later_losses=[8.0])
+    ok, why = judge(before, _unreliable([9.0], later_losses=[8.5]), ["WF302"])
+    assert ok and "removed WF302 v" in why, why
+    assert not judge(_unreliable(_SIX, [tracker], later_losses=[8.0]), _unreliable([9.0], later_losses=[8.5]),
+                     ["WF302", "WF106"])[0]

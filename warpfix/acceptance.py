@@ -9,14 +9,18 @@ update) and one of these proves it:
   :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
   cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
   only a program that now trains those, with FD agreeing after the first update, is proven;
-* the runtime checks (an array changed before its backward, a stale gradient) found the edit's arrays
-  before it and not after, where FD cannot judge (chaos) or cannot tell (the same gradient changed).
+* the runtime checks (an array changed before its backward, a stale gradient, an array without a
+  gradient that cuts the chain to the loss, a gradient read before its backward) found the edit's arrays
+  before it and not after, where FD cannot judge (chaos, a NaN-prone solve) or cannot tell (the same
+  gradient changed).
 
 An edit that moves the program's first parameter update earlier (an optimizer step taken out of the
 tape) shortens the first iteration; the losses after that update legitimately differ (the run before
 trained on another gradient), so every backward the verifier checked after it must pass FD on its own,
 and FD must have checked one. The same holds for any WF302 edit: what it changes is what the update
-consumes.
+consumes. Where FD cannot judge such an edit, the runtime check of early gradient reads may prove it
+instead (the update no longer reads a gradient before the backward that produces it); no other runtime
+check proves an edit that moved the update.
 """
 
 from __future__ import annotations
@@ -43,7 +47,16 @@ OVERWRITE_FIXES = ("WF101", "WF102", "WF103", "WF104", "WF105", "WF106", "WF107"
 #: runtime finding -> the fixes whose effect it observes, per array: where FD cannot judge, such a fix is
 #: proven when the findings about its arrays go away (the overwrite checks; WF903, a gradient already
 #: non-zero when the next iteration's backward starts, for the missing zero)
-RUNTIME_PROOF = {"WF902": OVERWRITE_FIXES, "WF905": OVERWRITE_FIXES, "WF903": ("WF301",)}
+RUNTIME_PROOF = {
+    "WF902": OVERWRITE_FIXES, "WF905": OVERWRITE_FIXES, "WF903": ("WF301",),
+    # the runtime WF201 (verify/cut_chain.py): an array without a gradient between a parameter and the loss
+    "WF201": ("WF201",),
+    # the early-gradient reads (verify/early_grad.py): inside the tape block (WF302), after it and before
+    # its backward (WF304; a WF303 edit moves such a statement, a write that reads a gradient, too)
+    "WF302": ("WF302",), "WF304": ("WF303", "WF304"),
+}
+#: the runtime checks that may prove an edit that moved the first parameter update (see the module docstring)
+EARLY_READ_RULES = ("WF302", "WF304")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
 LOSS_ATOL = 1e-7
 #: a gradient whose sketch moved by at most this fraction of its norm is unchanged (float32 reordering)
@@ -83,6 +96,8 @@ def fd_summary(report: Any) -> dict[str, Any]:
         # per backward after it that FD checked: its verdict ("pass" when every parameter passed)
         "later": [_backward_verdict([p.verdict for p in b.params]) for b in report.backwards
                   if getattr(b, "window", 0) > 0 and b.params],
+        # the loss of each backward after it: whether the update changed anything (an early-read proof)
+        "later_losses": [b.loss for b in report.backwards if getattr(b, "window", 0) > 0],
     }
 
 
@@ -111,7 +126,7 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     ok, loss, moved = _forward_preserved(before, after, rules)
     if not ok:
         return False, loss
-    proof = _runtime_proof(before, after, rules) if rules and not moved else None
+    proof = _runtime_proof(before, after, rules, EARLY_READ_RULES if moved else None) if rules else None
     if after["verdict"] == "unreliable" and proof:
         return True, f"{loss}; FD is unreliable here, so {proof}"
     if after["verdict"] != "pass":
@@ -193,25 +208,37 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL)
 
 
-def _runtime_proof(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> str | None:
+def _runtime_proof(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str],
+                   only: Sequence[str] | None = None) -> str | None:
     """What the runtime checks prove of an edit, or None: an overwrite fix that takes the integrity
-    findings from some to none, or any fix that removes the findings about its arrays and adds none."""
+    findings from some to none, or any fix that removes the findings about its arrays and adds none.
+    ``only``: the runtime rules that may decide (an edit that moved the first parameter update)."""
     found, left = before.get("integrity") or [], after.get("integrity") or []
     other_errors = set(after.get("runtime_findings") or []) - set(INTEGRITY_RULES)
-    if all(r in OVERWRITE_FIXES for r in rules) and found and not left and not other_errors:
+    if only is None and all(r in OVERWRITE_FIXES for r in rules) and found and not left and not other_errors:
         return (f"the runtime integrity check decided: {', '.join(found)} before the edit, clean after "
                 "(no recorded array changes before its backward)")
     # findings the program had before the edit about other arrays (an overwrite it makes on purpose, under
     # its own custom adjoint) stay: the edit must remove some of them, about its arrays, and add none
-    proving = {r for r, fixes in RUNTIME_PROOF.items() if all(x in fixes for x in rules)}
+    proving = {r for r, fixes in RUNTIME_PROOF.items() if all(x in fixes for x in rules) and (only is None or r in only)}
     was = {k for k in before.get("integrity_arrays") or [] if k.split()[0] in proving}
     now = {k for k in after.get("integrity_arrays") or [] if k.split()[0] in proving}
     # no runtime error the program did not have before, other than those the edit is judged by
     other_errors = set(after.get("runtime_findings") or []) - proving - set(before.get("runtime_findings") or [])
     if was and now < was and not other_errors:
+        if proving <= set(EARLY_READ_RULES) and not _update_moved_the_loss(after):
+            # the read now follows the backward, but it may read a gradient zeroed already (moved past
+            # tape.zero()): the next iteration's loss must show that the update changed the parameters
+            return None
         remain = f"; {', '.join(sorted(now))} (there before the edit too) remain" if now else ""
         return f"the runtime checks decided: the edit removed {', '.join(sorted(was - now))} and added none{remain}"
     return None
+
+
+def _update_moved_the_loss(after: dict[str, Any]) -> bool:
+    """Whether the first backward after the first parameter update has another loss than the first backward."""
+    first, later = after.get("losses") or [], after.get("later_losses") or []
+    return bool(first and later) and None not in (first[0], later[0]) and not _close(first[0], later[0])
 
 
 def _compare_gradients(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> tuple[str, str]:

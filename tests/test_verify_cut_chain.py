@@ -1,0 +1,50 @@
+"""The runtime WF201 check (warpfix/verify/cut_chain.py): an array the program allocated without
+requires_grad, written on the tape from a parameter and read on the way to the loss, is reported at its
+allocation, and routed to the WF201 codemod."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warpfix.fixes import compute_edits
+from warpfix.verify import run_verify
+from warpfix.verify.fixable import runtime_fixes
+
+PROGRAMS = Path(__file__).parent / "verify_programs"
+PROGRAM = "cut_chain.py"
+
+
+def line_of(text: str) -> int:
+    return next(i for i, line in enumerate((PROGRAMS / PROGRAM).read_text().splitlines(), 1) if text in line)
+
+
+def cut_chains(*args: str):
+    report = run_verify(["python", PROGRAM, *args], cwd=str(PROGRAMS), timeout=120.0)
+    assert report.error is None, report.error
+    return report, [f for f in report.findings if f.data.get("runtime") == "cut-chain"]
+
+
+def test_an_intermediate_without_requires_grad_is_reported_at_its_allocation_and_fixed_there() -> None:
+    report, [finding] = cut_chains("--bug")
+    alloc = line_of("b = wp.zeros(N")
+    assert (finding.rule, finding.severity.value, finding.path, finding.line) == ("WF201", "error", PROGRAM, alloc)
+    assert finding.data["array"] == "b" and finding.data["classified_as"] == "WF201"
+    assert f"{PROGRAM}:{line_of('inputs=[p], outputs=[b]')}" in finding.message  # the writer
+    assert f"{PROGRAM}:{line_of('inputs=[b], outputs=[loss]')}" in finding.message  # the reader
+    # `check` missed it: the runtime finding is offered as the WF201 fix, which edits the allocation
+    path = str(PROGRAMS / PROGRAM)
+    sources = {path: (PROGRAMS / PROGRAM).read_text()}
+    [fix] = runtime_fixes(report.findings, str(PROGRAMS), sources, [])
+    assert (fix.rule, fix.line) == ("WF201", alloc)
+    edited = compute_edits(sources, [fix]).new_sources[path]
+    assert "b = wp.zeros(N, dtype=float, requires_grad=True)" in edited
+
+
+@pytest.mark.parametrize("args", [(), ("--detached",)], ids=["correct", "detached-metric"])
+def test_a_full_chain_and_a_chain_that_never_reaches_the_loss_are_clean(args: tuple[str, ...]) -> None:
+    """`--detached` computes a metric from p into buffers without gradients: they never reach the loss."""
+    report, found = cut_chains(*args)
+    assert found == []
+    assert not [f for f in report.findings if f.severity.value == "error"]
