@@ -162,11 +162,13 @@ def test_the_losses_before_a_moved_update_must_still_match() -> None:
 
 
 @pytest.mark.slow
-def test_real_verifier_refuses_an_edit_fd_accepts_either_way(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_verifier_proves_a_wf201_edit_fd_accepts_either_way_by_the_cut_chain(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The mechanism of the fluid_checkpoint_cb keep, on a small program: the path through `b` (no
     requires_grad) carries 0.25% of the gradient, below FD's tolerance, so FD passes before and after the
-    WF201 edit while the edit changes the gradient of `p`. FD cannot tell which is right, and no runtime
-    check observes a missing requires_grad: the edit is refused (plain `apply` still makes it)."""
+    WF201 edit while the edit changes the gradient of `p`. FD cannot tell which is right; the runtime
+    cut-chain check can: before the edit `b` cuts the chain p -> b -> loss, after it nothing does."""
     import shutil
     import sys
     from pathlib import Path
@@ -178,10 +180,11 @@ def test_real_verifier_refuses_an_edit_fd_accepts_either_way(tmp_path, monkeypat
     result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF201"], use_cache=False))
     assert result.errors == []
     [edit] = result.edits
-    assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("pass", "pass")
-    assert not edit.kept
-    assert edit.reason.startswith("FD agreed before and after, but the edit changed the gradient of `p` at backward 1")
-    assert result.changed == {}
+    assert edit.fd_before["integrity_arrays"] == ["WF201 b"] and edit.fd_after["integrity_arrays"] == []
+    assert (edit.fd_before["verdict"], edit.fd_after["verdict"]) == ("fail", "pass")  # failed by the finding alone
+    assert edit.kept, edit.reason
+    assert "the runtime checks decided: the edit removed WF201 b and added none" in edit.reason
+    assert "b = wp.zeros(N, dtype=float, requires_grad=True)" in result.changed["main.py"]
 
 
 def _unreliable(losses: list[float], findings=(), later_losses: list[float] = ()) -> dict:

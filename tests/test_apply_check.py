@@ -256,6 +256,29 @@ def test_real_verifier_proves_a_chaotic_overwrite_fix_by_the_integrity_check(
     assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
 
 
+@pytest.mark.slow
+def test_real_verifier_proves_a_chaotic_wf201_fix_by_the_cut_chain_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class-based trainer of the logistic map (FD unreliable on both sides) whose rate buffer, allocated in
+    __init__, lacks requires_grad: the runtime cut-chain finding goes away with the loss unchanged, so the
+    WF201 edit is kept and the reason says why."""
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    golden = REPO / "golden" / "WF201-chaotic-class-buffer"
+    shutil.copytree(golden / "buggy", tmp_path / "buggy")
+    monkeypatch.chdir(tmp_path / "buggy")
+    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF201"], use_cache=False))
+    assert result.errors == []
+    [edit] = result.edits
+    assert edit.kept, edit.reason
+    assert edit.fd_after["verdict"] == "unreliable" and "removed WF201 self.r and added none" in edit.reason
+    assert result.changed == {"main.py": (golden / "fixed" / "main.py").read_text(encoding="utf-8")}
+
+
 TWO_BUGS = BUGGY.replace(
     "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n",
     "    wp.atomic_add(loss, 0, wp.sqrt(wp.dot(v[i], v[i])))\n\n\n"

@@ -145,7 +145,8 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
                            "checked no backward after the first update: nothing shows the training after it right")
         loss += f" and FD agreed at the {len(after['later'])} backward(s) checked after the first parameter update"
     if before["verdict"] != "pass":
-        return True, f"{loss}; FD agreement now passes"
+        # a run that failed by a runtime finding alone (FD agreed): say which check the edit satisfied
+        return True, f"{loss}; FD agreement now passes" + (f" and {proof}" if proof else "")
     state, how = _compare_gradients(before, after, rules)
     if state == "same":
         return True, f"{loss}; FD agreed before and after, and {how}"

@@ -6,15 +6,16 @@ while it recorded: a ``wp.copy`` into an array without a gradient is not put on 
 chain is cut at an array when
 
 * a recorded operation wrote it from values that depend on a leaf parameter (transitively, through
-  the tape's operations in order),
+  the tape's operations in order, and through the custom adjoints ``tape.record_func`` records: warp.fem
+  takes the tape off around some of its own kernels and records their adjoints so),
 * a later recorded operation read it on the way to the backward's objective (backwards through the
-  tape's operations, and through ``tape.record_func`` custom adjoints, whose arrays are taken as
-  connected to each other), and
+  same operations; the arrays of a custom adjoint are taken as connected to each other), and
 * it has no gradient when the backward starts: the backward stops there, and everything upstream
   misses that part of its gradient.
 
 Only float arrays the program allocated itself, with a direct ``wp.zeros/empty/array/...`` call, are
-reported, at that call: that is the line the WF201 fix edits. Arrays a library allocates (warp.fem's
+reported, at that call: that is the line the WF201 fix edits. Arrays are followed by the memory they span (warp.fem
+writes its outputs through views of the program's arrays). Arrays a library allocates (warp.fem's
 temporaries) are the library's design; integer arrays and zero-size ones carry no gradient.
 """
 
@@ -24,6 +25,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from .spans import SpanIndex, mem_range, overlap
 
 #: The outermost Warp function of a direct allocation by the program (``__init__``: ``wp.array(...)``).
 ALLOCATORS = frozenset({
@@ -99,33 +102,44 @@ class CutChain:
             # a custom adjoint recorded after the operations before it: its arrays are connected both ways
             steps += [(at - 0.5, None, arrays, arrays) for at, arrays in held[1] if at >= since]
         steps.sort(key=lambda s: s[0])
-        depends = {id(i.arr): i.name for i in leaves}  # id -> the leaf it depends on
+        # by memory, not by object: warp.fem writes its outputs through views of the program's arrays
+        depends = SpanIndex()  # spans of the values that depend on a leaf -> the leaf's name
+        seen: set[int] = set()
+        for info in leaves:
+            depends.add(mem_range(info.arr), info.name)
         cut: dict[int, tuple[Any, float, Any, str]] = {}  # id -> (array, first dependent write, writer, leaf)
         for at, op, reads, writes in steps:
-            source = next((depends[id(a)] for a in reads if id(a) in depends), None)
-            if source is None or op is None:
+            names = [name for a in reads for name in depends.overlapping(mem_range(a))]
+            if not names:
                 continue
-            for arr in writes:
-                if id(arr) not in depends:
-                    depends[id(arr)] = source
-                    if self.cuts(arr):
+            source = min(names, key=lambda n: n.startswith("array#"))  # the program's name for a leaf first
+            for arr in writes or _unseen_writes(op, reads):
+                if id(arr) not in seen:
+                    seen.add(id(arr))
+                    depends.add(mem_range(arr), source)
+                    if op is not None and self.cuts(arr):
                         cut[id(arr)] = (arr, at, op, source)
         if not cut:
             return
-        reaching = {id(a) for a in outputs}
-        reader: dict[int, tuple[float, Any]] = {}  # id -> (latest read on the way to the objective, the op)
+        reaching = SpanIndex()  # spans of the values the objective is computed from
+        for arr in outputs:
+            reaching.add(mem_range(arr), True)
+        readers: list[tuple[float, Any, list[Any]]] = []  # (index, op, reads) of the steps on the way to it
         for at, op, reads, writes in reversed(steps):
-            if not any(id(a) in reaching for a in writes):
+            if not any(reaching.any_overlap(mem_range(a)) for a in writes or _unseen_writes(op, reads)):
                 continue
             for arr in reads:
-                reaching.add(id(arr))
-                if id(arr) not in reader and op is not None:
-                    reader[id(arr)] = (at, op)
+                reaching.add(mem_range(arr), True)
+            if op is not None:
+                readers.append((at, op, reads))
+        objective = {id(a) for a in outputs}
         for key, (arr, at, writer, source) in cut.items():
-            read = reader.get(key)
-            if read is None or read[0] <= at or key in {id(a) for a in outputs}:
-                continue
-            self.report(arr, writer, read[1], source, frame)
+            span = mem_range(arr)
+            # the latest reader of its memory after the write (readers run from the last step back)
+            read = next((op for when, op, reads in readers if when > at and any(overlap(span, mem_range(r))
+                                                                                 for r in reads)), None)
+            if read is not None and key not in objective:
+                self.report(arr, writer, read, source, frame)
 
     def cuts(self, arr: Any) -> bool:
         """An array the program allocated that holds float values and no gradient."""
@@ -149,3 +163,12 @@ class CutChain:
         )
         self.tracer.add_finding("WF201", path, line, msg, ("WF201", path, line), classified_as="WF201",
                                 runtime="cut-chain", array=name, family=name)  # fmt: skip
+
+
+def _unseen_writes(op: Any, reads: list[Any]) -> list[Any]:
+    """What a launch the probe saw write nothing may have written: Warp's flags call some arrays a kernel
+    changes read-only (warp.fem accumulating its integrals into ``result``), and its adjoint flows from
+    any of its arrays with a gradient."""
+    if op is None or op.kind != "launch":
+        return []
+    return [a for a in reads if a.grad is not None]
