@@ -42,7 +42,8 @@ class CutChain:
     def __init__(self, tracer: Any, warp_dir: str) -> None:
         self.tracer = tracer
         self.warp_dir = warp_dir
-        self.funcs: dict[int, tuple[Any, list[tuple[int, list[Any]]]]] = {}  # id(tape) -> (tape, [(op index, arrays)])
+        # id(tape) -> (tape, [(window, op index, arrays)]) of its custom adjoints
+        self.funcs: dict[int, tuple[Any, list[tuple[int, int, list[Any]]]]] = {}
         self.in_warp: dict[str, bool] = {}  # code filename -> is it Warp's
 
     def is_warp_file(self, filename: str) -> bool:
@@ -59,7 +60,10 @@ class CutChain:
         def init(arr: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(arr, *args, **kwargs)
             if self.tracer.enabled and self.tracer.mode != "done":
-                self.on_alloc(arr, sys._getframe(1))
+                try:
+                    self.on_alloc(arr, sys._getframe(1))
+                except Exception:  # noqa: BLE001 - a site the probe cannot read: the array is not reported
+                    pass
 
         init.__wrapped__ = orig_init  # type: ignore[attr-defined]
         arr_cls.__init__ = init
@@ -86,7 +90,7 @@ class CutChain:
         result = orig(tape, backward, arrays)
         if self.tracer.tracing():
             held = [a for a in arrays if self.tracer.is_array(a)]
-            self.funcs.setdefault(id(tape), (tape, []))[1].append((len(self.tracer.ops), held))
+            self.funcs.setdefault(id(tape), (tape, []))[1].append((self.tracer.window, len(self.tracer.ops), held))
         return result
 
     def check(self, tape: Any, since: int, leaves: Sequence[Any], outputs: Sequence[Any], frame: Any) -> None:
@@ -100,7 +104,8 @@ class CutChain:
         held = self.funcs.get(id(tape))
         if held is not None and held[0] is tape:
             # a custom adjoint recorded after the operations before it: its arrays are connected both ways
-            steps += [(at - 0.5, None, arrays, arrays) for at, arrays in held[1] if at >= since]
+            window = tracer.window
+            steps += [(at - 0.5, None, arrays, arrays) for w, at, arrays in held[1] if w == window and at >= since]
         steps.sort(key=lambda s: s[0])
         # by memory, not by object: warp.fem writes its outputs through views of the program's arrays
         depends = SpanIndex()  # spans of the values that depend on a leaf -> the leaf's name

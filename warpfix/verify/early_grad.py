@@ -23,7 +23,8 @@ class EarlyGrad:
         self.tracer = tracer
         # (window, op count, path, line, array, recording tape) of each host read of a gradient
         self.host_reads: list[tuple[int, int, str, int, Any, Any]] = []
-        self.last_backward: dict[int, tuple[Any, int]] = {}  # id(tape) -> (tape, op count at its last backward)
+        # id(tape) -> (tape, window, op count) at its last backward
+        self.last_backward: dict[int, tuple[Any, int, int]] = {}
 
     def on_host_read(self, arr: Any) -> None:
         """A ``.numpy()`` of ``arr`` while the window is traced."""
@@ -39,8 +40,8 @@ class EarlyGrad:
         ops = tracer.ops
         now = len(ops)
         last = self.last_backward.get(id(tape))
-        after = last[1] if last is not None and last[0] is tape else since
-        self.last_backward[id(tape)] = (tape, now)
+        after = last[2] if last is not None and last[0] is tape and last[1] == tracer.window else since
+        self.last_backward[id(tape)] = (tape, tracer.window, now)
         mine = [op for op in ops[max(since, after):] if op.tape is tape or op.recording is tape]
         self.host_reads = [r for r in self.host_reads if r[0] == tracer.window]
         if not mine:
