@@ -18,7 +18,9 @@ What it does (DESIGN.md, "FD verification without a user harness"):
 * runs graph captures eagerly: each ``capture_launch`` replays the captured calls through the hooks;
 * checks that arrays a taped launch read are unchanged when its backward starts (WF902),
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
-  Warp's overwrite tracker on the recorded launches (WF905);
+  Warp's overwrite tracker on the recorded launches (WF905); at each backward, that no array
+  without a gradient cuts the chain to the loss (WF201, :mod:`.cut_chain`) and that no parameter's
+  ``.grad`` was read before it (WF302/WF304, :mod:`.early_grad`);
 * stops the program when window 1 ends (a parameter is written from gradient data, a backward
   reads none of the window's parameters), or at a cap: verify never runs a whole training.
 """
