@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spans import mem_range, overlap
+from .spans import SpanIndex, mem_range
 
 
 class EarlyGrad:
@@ -58,18 +58,19 @@ class EarlyGrad:
                 if arr.requires_grad and arr.grad is not None and not info.is_grad and id(arr) not in written:
                     params.setdefault(id(arr), info)
             written.update(id(i.arr) for i in op.writes if id(i.arr) not in params)
-        spans = [(info, mem_range(info.arr.grad)) for info in params.values()]
+        grads = SpanIndex()  # the parameters by the memory of their gradients
+        for info in params.values():
+            grads.add(mem_range(info.arr.grad), info)
         for op in ops[start:]:
             for read in op.reads:
-                owner = next((info for info, span in spans if overlap(read.span, span)), None)
+                owner = next(grads.overlapping(read.span), None)
                 if owner is not None:
                     self.report(owner, op.label, op.path, op.line, op.recording is tape, frame)
                     break
         for _, at, path, line, arr, recording in self.host_reads:
             if at < start:
                 continue
-            span = mem_range(arr)
-            owner = next((info for info, s in spans if overlap(span, s)), None)
+            owner = next(grads.overlapping(mem_range(arr)), None)
             if owner is not None:
                 self.report(owner, "host read (.numpy())", path, line, recording is tape, frame)
 
