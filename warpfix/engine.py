@@ -226,6 +226,7 @@ def _check_streamed(project: Project, rules: list[Rule], jobs: int) -> list[list
     for trace in project.iter_traces():
         summary.add(trace)
         live = [k for k in live if _run_stage(per_rule[k], rules[k].check_trace, project, trace)]
+        del trace  # not held while the next root is traced
     project.__dict__["trace_summary"] = summary  # the cached property, from the traces just seen
     gc.freeze()  # what the rules keep of the traces is never rescanned
     if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():

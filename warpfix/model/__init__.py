@@ -74,6 +74,7 @@ class Project:
             for trace in self._interpret(interp):
                 if trace.events:
                     yield trace
+                del trace  # not held while the next root is traced
 
     @cached_property
     def trace_summary(self) -> TraceSummary:
