@@ -180,7 +180,8 @@ def run_rules(
     jobs: int = 1,
 ) -> list[Finding]:
     """The findings of every selected rule, deduplicated, suppressions applied, sorted. With
-    ``jobs > 1`` on a large project the rules run in forked workers (the output is the same)."""
+    ``jobs > 1`` on a large project the project-level rule passes run in forked workers (the output
+    is the same)."""
     config = config or Config()
     ran: list[str] = []
     runnable: list[str] = []

@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--show-files", action="store_true", help="print the files that would be checked and exit")
     g.add_argument("-w", "--watch", action="store_true", help="check again whenever a checked file changes")
     g.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
-                   help="run the rules in N processes (default 0: one per core; 1: no workers)")
+                   help="run the project-level rule passes in N processes (default 0: one per core; 1: no workers)")
     add_debug_arg(p)
     p.set_defaults(run=run)
 
