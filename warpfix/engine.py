@@ -295,7 +295,8 @@ def _check_forked_rule(index: int) -> list[Finding]:
 @contextmanager
 def _frozen_between_rules() -> Iterator[None]:
     """Keep the collector for the garbage rules make, but not rescanning the model: the objects
-    alive after each rule move to the permanent generation (``gc.freeze``), and back at the end."""
+    alive before the rules, and after the pass over the traces, move to the permanent generation
+    (``gc.freeze``), and back at the end."""
     gc.freeze()
     try:
         yield
