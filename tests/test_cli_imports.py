@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from _cli import BUGGY, env
 
-HEAVY = ("libcst", "codemods", "warpfix.verify", "warpfix.fixes", "pygls", "lsprotocol", "rich", "warp")
+HEAVY = ("libcst", "codemods", "warpfix.verify", "warpfix.fixes", "warpfix.apply", "warpfix.acceptance",
+         "warpfix.lsp", "pygls", "lsprotocol", "rich", "warp")
 
 PROBE = """
 import contextlib, io, json, sys
@@ -44,6 +45,10 @@ def loaded(args: list[str], cwd: Path) -> tuple[int, set[str]]:
         (["rules", "WF401"], ()),
         (["check", "--no-cache", "--format", "json", "train.py"], ()),
         (["check", "--no-cache", "--format", "github", "train.py"], ()),
+        # SARIF carries each fix's edits, computed with the codemods
+        (["check", "--no-cache", "--format", "sarif", "train.py"], ("libcst", "codemods", "warpfix.fixes")),
+        (["check", "--no-cache", "--format", "json", "--statistics", "train.py"], ()),
+        (["check", "--format", "json", "train.py"], ()),  # the result cache: a miss, then stored
         (["check", "--no-cache", "train.py"], ("rich",)),  # the text report is printed with rich
     ],
 )

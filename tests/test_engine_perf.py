@@ -45,3 +45,47 @@ def test_forked_rule_workers_give_the_same_findings(tmp_path: Path, monkeypatch)
     assert forks, "the rules ran in workers"
     assert [f.to_json() for f in forked.findings] == [f.to_json() for f in serial.findings]
     assert sorted({f.path for f in serial.findings}) == [str(tmp_path / "m03.py"), str(tmp_path / "m17.py")]
+
+
+def _many_roots(n: int) -> str:
+    """BUGGY's training step as ``n`` functions: one trace (and one WF201 finding) each."""
+    head, _, body = BUGGY.partition("n = 64\n")
+    steps = "".join(f"\n\ndef fit_{k}(n: int):\n" + "".join(f"    {line}\n" if line else "\n"
+                                                               for line in ("n = 64\n" + body).splitlines())
+                    for k in range(n))
+    return head + steps
+
+
+def test_the_check_streams_the_traces_and_drops_each_one(monkeypatch) -> None:
+    """The engine never keeps every trace (``Project.traces``): each trace is shown to the rules and
+    the trace summary, and is gone (collected, cycles included) before the next root is traced.
+    The findings are those of each rule run alone over the kept traces."""
+    import gc
+    import weakref
+
+    from warpfix.model import Project
+
+    text = _many_roots(6)
+    alone = check_sources({"fit.py": text})
+    assert [f.rule for f in alone.findings] == ["WF201"] * 6
+
+    def kept(self):
+        raise AssertionError("the engine kept every trace")
+
+    monkeypatch.setattr(Project, "traces", property(kept))
+    real = Project.iter_traces
+    seen: list[weakref.ref] = []
+    alive_at_yield: list[int] = []
+
+    def counted(self):
+        for trace in real(self):
+            gc.collect(0)  # what the collector of the tracing pass would free by now
+            alive_at_yield.append(sum(ref() is not None for ref in seen))
+            seen.append(weakref.ref(trace))
+            yield trace
+            del trace
+
+    monkeypatch.setattr(Project, "iter_traces", counted)
+    streamed = check_sources({"fit.py": text})
+    assert [f.to_json() for f in streamed.findings] == [f.to_json() for f in alone.findings]
+    assert len(seen) >= 6 and alive_at_yield == [0] * len(seen), alive_at_yield

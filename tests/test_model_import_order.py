@@ -35,3 +35,41 @@ def test_runs_before_through_an_importer() -> None:
     assert not swapped.runs_before("settings.py", 2, "kernels.py", 4)
     direct = _order({"settings.py": _SETTINGS, "kernels.py": "import settings\n" + _KERNELS})
     assert direct.runs_before("settings.py", 2, "kernels.py", 5)
+
+
+def _reference_before(order: ImportOrder, path: str, line: int) -> set[str]:
+    """``executed_before`` the plain way: a new closure from the imports above the line."""
+    done: set[str] = set()
+    todo = [p for ln, loaded in order.imports.get(path, ()) if ln < line for p in loaded]
+    while todo:
+        other = todo.pop()
+        if other not in done and other != path:
+            done.add(other)
+            todo.extend(p for _, loaded in order.imports.get(other, ()) for p in loaded)
+    return done
+
+
+def _reference_after(order: ImportOrder, first: str, first_line: int) -> set[str]:
+    out: set[str] = set()
+    for importer, rows in order.imports.items():
+        for line, loaded in rows:
+            if (importer == first and first_line < line) or first in _reference_before(order, importer, line):
+                out.update(loaded)
+    return out
+
+
+def test_memoised_closures_match_the_plain_definition_on_cyclic_imports() -> None:
+    """The closures are memoised per import and extended import by import; on a package whose
+    modules import each other in cycles, every line's answer is the plain closure's."""
+    texts = {
+        "a.py": "import b\nx = 1\nimport c\ny = 2\nimport d\n",
+        "b.py": "import a\nz = 3\nimport e\n",
+        "c.py": "w = 0\nimport b\nimport a\n",
+        "d.py": "import e\n",
+        "e.py": "v = 1\nimport c\n",
+    }
+    order = _order(texts)
+    for path, text in texts.items():
+        for line in range(1, text.count("\n") + 2):
+            assert order.executed_before(path, line) == _reference_before(order, path, line), (path, line)
+            assert order.loaded_after(path, line) == _reference_after(order, path, line), (path, line)

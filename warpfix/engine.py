@@ -21,6 +21,7 @@ from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, module_name_for
 from warpfix.model.project_files import mentions_warp, model_texts
 from warpfix.model.taped import mark_taped, paths_context_records
+from warpfix.model.trace_summary import TraceSummary
 from warpfix.notebook import cell_position, is_notebook
 from warpfix.rules import all_rules
 from warpfix.rules.base import Rule
@@ -179,7 +180,8 @@ def run_rules(
     jobs: int = 1,
 ) -> list[Finding]:
     """The findings of every selected rule, deduplicated, suppressions applied, sorted. With
-    ``jobs > 1`` on a large project the rules run in forked workers (the output is the same)."""
+    ``jobs > 1`` on a large project the project-level rule passes run in forked workers (the output
+    is the same)."""
     config = config or Config()
     ran: list[str] = []
     runnable: list[str] = []
@@ -194,13 +196,7 @@ def run_rules(
         ran.append(rule_cls.id)
         rules.append(rule)
     with _frozen_between_rules():
-        if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
-            per_rule = _check_forked(project, rules, jobs)
-        else:
-            per_rule = []
-            for rule in rules:
-                per_rule.append(_check_one(project, rule))
-                gc.freeze()  # what the rule built to stay (the traces) is never rescanned
+        per_rule = _check_streamed(project, rules, jobs)
     findings: dict[tuple[str, Span], Finding] = {}
     for found in per_rule:
         for f in found:
@@ -220,15 +216,38 @@ def run_rules(
     return out
 
 
-def _check_one(project: Project, rule: Rule) -> list[Finding]:
-    """One rule's findings; pathological nesting stops the rule where it is, never the check."""
-    found: list[Finding] = []
+def _check_streamed(project: Project, rules: list[Rule], jobs: int) -> list[list[Finding]]:
+    """Each rule's findings (in rule order), from one pass over the host traces: each trace is
+    interpreted, shown to every rule and to the project's trace summary, and dropped, so that memory
+    holds one root's trace at a time. The project-level parts of the rules run after the last trace
+    (with ``jobs > 1`` on a large project, in forked workers: the output is the same)."""
+    per_rule: list[list[Finding]] = [[] for _ in rules]
+    live = [k for k, rule in enumerate(rules) if _run_stage(per_rule[k], rule.begin, project)]
+    summary = TraceSummary()
+    for trace in project.iter_traces():
+        summary.add(trace)
+        live = [k for k in live if _run_stage(per_rule[k], rules[k].check_trace, project, trace)]
+        del trace  # not held while the next root is traced
+    project.__dict__["trace_summary"] = summary  # the cached property, from the traces just seen
+    gc.freeze()  # what the rules keep of the traces is never rescanned
+    if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
+        for k, found in zip(live, _check_forked(project, [rules[k] for k in live], jobs), strict=True):
+            per_rule[k].extend(found)
+    else:
+        for k in live:
+            _run_stage(per_rule[k], rules[k].check_project, project)
+    return per_rule
+
+
+def _run_stage(found: list[Finding], stage: Callable[..., Iterable[Finding] | None], *args: object) -> bool:
+    """Add what one stage of a rule finds to ``found``; False when pathological nesting stopped the
+    rule (it stops where it is, never the check)."""
     try:
-        for f in rule.check(project):
+        for f in stage(*args) or ():
             found.append(f)
     except RecursionError:
-        pass
-    return found
+        return False
+    return True
 
 
 def default_jobs() -> int:
@@ -246,17 +265,17 @@ def _can_fork() -> bool:
 
 
 # The project the forked rule workers read: set before the pool forks, so each worker inherits it
-# (with its traces) instead of receiving a pickled copy.
+# (with what the rules kept of its traces) instead of receiving a pickled copy.
 _FORKED: tuple[Project, list[Rule]] | None = None
 
 
 def _check_forked(project: Project, rules: list[Rule], jobs: int) -> list[list[Finding]]:
-    """Each rule's findings, the rules spread over ``jobs`` forked processes (results in rule order)."""
+    """Each rule's project-level findings, the rules spread over ``jobs`` forked processes (results
+    in rule order)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     global _FORKED
-    project.traces  # noqa: B018 - interpret once, before forking: every worker shares the result
     _FORKED = (project, rules)
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -268,13 +287,16 @@ def _check_forked(project: Project, rules: list[Rule], jobs: int) -> list[list[F
 def _check_forked_rule(index: int) -> list[Finding]:
     assert _FORKED is not None
     project, rules = _FORKED
-    return _check_one(project, rules[index])
+    found: list[Finding] = []
+    _run_stage(found, rules[index].check_project, project)
+    return found
 
 
 @contextmanager
 def _frozen_between_rules() -> Iterator[None]:
     """Keep the collector for the garbage rules make, but not rescanning the model: the objects
-    alive after each rule move to the permanent generation (``gc.freeze``), and back at the end."""
+    alive before the rules, and after the pass over the traces, move to the permanent generation
+    (``gc.freeze``), and back at the end."""
     gc.freeze()
     try:
         yield
@@ -333,14 +355,7 @@ def recording(project: Project) -> tuple[bool, bool]:
     """Whether a trace of ``project`` records a kernel launch on a tape, and whether it records
     anything: the project-wide switches of the model (``TapeReach.recorded_launches``: kernel rules
     stay silent on untaped kernels; ``TapedIndex.any_recorded``: untraced code counts as taped)."""
-    anything = False
-    for trace in project.traces:
-        for ev in trace.events:
-            if ev.recorded:
-                anything = True
-                if ev.kind == "launch" and ev.kernel is not None:
-                    return True, True
-    return False, anything
+    return project.trace_summary.recording
 
 
 def sources_recording(sources: dict[str, str], parse_cache: ParseCache | None = None,

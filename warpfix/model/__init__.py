@@ -15,6 +15,7 @@ from warpfix.model.host import HostInterpreter, iter_roots
 from warpfix.model.kernels import find_kernels, fold_func_calls
 from warpfix.model.library import LibraryIndex, shared_index
 from warpfix.model.source import SourceFile
+from warpfix.model.trace_summary import TraceSummary
 
 __all__ = ["Project", "SourceFile", "build_project", "module_name_for"]
 
@@ -56,30 +57,48 @@ class Project:
 
     @cached_property
     def traces(self) -> list[Trace]:
-        """Host traces: each file's module body, then every function or method no module body reached."""
+        """Every host trace, kept (tests, the editor's quick fixes, one rule run alone). The engine
+        streams them instead (:meth:`iter_traces`), so that a check holds one root's trace at a time."""
+        return list(self.iter_traces())
+
+    def iter_traces(self) -> Iterator[Trace]:
+        """Host traces, each yielded as soon as its root is interpreted: each file's module body,
+        then every function or method no module body reached. A consumer that keeps no trace holds
+        one root's events at a time, whatever the size of the project."""
         by_module: dict[str, SourceFile] = {}
         for src in self.files.values():
             by_module.setdefault(src.module_name, src)
             by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
         interp = HostInterpreter(self.files, self.kernels, by_module, self.library)
-        traces: list[Trace] = []
         with _young_collections():
-            self._interpret(interp, traces)
-        return [t for t in traces if t.events]
+            for trace in self._interpret(interp):
+                if trace.events:
+                    yield trace
+                del trace  # not held while the next root is traced
 
-    def _interpret(self, interp: HostInterpreter, traces: list[Trace]) -> None:
+    @cached_property
+    def trace_summary(self) -> TraceSummary:
+        """What the project-wide switches need of all traces (which launches a tape records, which
+        host lines run taped). The engine sets it while it streams the traces; computed from
+        :attr:`traces` otherwise."""
+        summary = TraceSummary()
+        for trace in self.traces:
+            summary.add(trace)
+        return summary
+
+    def _interpret(self, interp: HostInterpreter) -> Iterator[Trace]:
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
         for src in relevant:
-            _run_root(traces, interp.run_module, src)
+            yield from _run_root(interp.run_module, src)
         for src in relevant:
             for node, methods in iter_roots(src):
                 if isinstance(node, ast.ClassDef):
                     todo = [m for m in methods if id(m) not in interp.inlined]
                     if todo and self.kernel_for_node(node) is None:
-                        _run_root(traces, interp.run_class, src, node, todo)
+                        yield from _run_root(interp.run_class, src, node, todo)
                 elif id(node) not in interp.inlined and self.kernel_for_node(node) is None:
-                    _run_root(traces, interp.run_function, src, node)
+                    yield from _run_root(interp.run_function, src, node)
 
     def kernel_for_node(self, node: object) -> KernelDef | None:
         return self._kernel_nodes.get(id(node))
@@ -121,15 +140,15 @@ def _collect_young(limit: int | None = None) -> None:
         gc.collect(0)
 
 
-def _run_root(traces: list[Trace], run: Callable[..., Trace | list[Trace]], *args: object) -> None:
+def _run_root(run: Callable[..., Trace | list[Trace]], *args: object) -> list[Trace]:
     """Interpret one root; code the interpreter cannot follow costs that root, never the check."""
     try:
         out = run(*args)
     except Exception:  # noqa: BLE001 - an interpreter gap must not crash a lint run
-        return
+        return []
     finally:
         _collect_young()
-    traces.extend(out if isinstance(out, list) else [out])
+    return out if isinstance(out, list) else [out]
 
 
 def _has_host_effects(text: str) -> bool:

@@ -68,6 +68,22 @@ def _same_launch(a: Event, b: Event) -> bool:
     return {p: x.id for p, x in a.binding.items()} == {p: x.id for p, x in b.binding.items()}
 
 
+def trace_duplicates(trace: Trace) -> list[tuple[Event, Event]]:
+    """:func:`duplicate_launches` of ``trace``, found once for the rules that read them (WF501, WF502)."""
+    found = trace.memo.get("duplicates")
+    if found is None:
+        found = trace.memo["duplicates"] = list(duplicate_launches(trace))
+    return found  # type: ignore[return-value]
+
+
+def trace_retained(trace: Trace) -> dict[int, Span]:
+    """:func:`retain_spans` of ``trace``, found once for the rules that read them (WF501, WF502)."""
+    found = trace.memo.get("retained")
+    if found is None:
+        found = trace.memo["retained"] = retain_spans(trace)
+    return found  # type: ignore[return-value]
+
+
 def duplicate_launches(trace: Trace) -> Iterator[tuple[Event, Event]]:
     """(first, repeat) pairs: the same idempotent or purely accumulating launch recorded twice in a
     row on one tape, with no write to the first launch's inputs in between."""

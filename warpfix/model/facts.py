@@ -203,6 +203,8 @@ class Trace:
     path: str
     events: list[Event]
     loops: dict[int, Loop]
+    # analyses of this trace that several rules read (its hazards), computed once, dropped with it
+    memo: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
 
 def exclusive(a: Event, b: Event) -> bool:

@@ -562,22 +562,41 @@ def classify(hazard: Hazard) -> str:
     return "WF104"
 
 
-def hazards_for(project: Project, rule_id: str) -> Iterator[Hazard]:
-    """Hazards owned by ``rule_id``. Zero/fill (WF105) and, before Warp 1.17, copies (WF101: the old
-    copy adjoint overwrote and mis-routed gradients) are hazards after any value read; otherwise
-    only after a read whose adjoint needs the value. Hazards that are not taped (``hazard_data``) come
-    last, so that a finding reported at one place for several hazards takes a taped one's verdict."""
+def trace_hazards(project: Project, trace: Trace, rule_id: str) -> tuple[list[Hazard], list[Hazard]]:
+    """The hazards of ``trace`` owned by ``rule_id``: (taped ones, conditional or library-internal
+    ones). Zero/fill (WF105) and, before Warp 1.17, copies (WF101: the old copy adjoint overwrote
+    and mis-routed gradients) are hazards after any value read; otherwise only after a read whose
+    adjoint needs the value. The hazards of a trace are found and classified once for all rules."""
     any_read = rule_id == "WF105" or (rule_id == "WF101" and tuple(project.warp_version) < (1, 17))
-    reads = event_value_reads if any_read else event_sensitive_reads
+    key = "hazards:value" if any_read else "hazards:sensitive"
+    found = trace.memo.get(key)
+    if found is None:
+        reads = event_value_reads if any_read else event_sensitive_reads
+        found = trace.memo[key] = [(hz, classify(hz)) for hz in find_hazards(trace, reads)]
+    now: list[Hazard] = []
     later: list[Hazard] = []
-    for trace in project.traces:
-        for hz in find_hazards(trace, reads):
-            if classify(hz) == rule_id:
-                if hz.conditional or hz.library_in_place:
-                    later.append(hz)
-                else:
-                    yield hz
-    yield from later
+    for hz, owner in found:  # type: ignore[attr-defined]
+        if owner == rule_id:
+            (later if hz.conditional or hz.library_in_place else now).append(hz)
+    return now, later
+
+
+class HazardStream:
+    """A rule's hazards over the streamed traces (:func:`trace_hazards`): each trace's taped ones
+    as the trace comes, the conditional or library-internal ones of every trace at the end, so
+    that a finding reported at one place for several hazards takes a taped one's verdict."""
+
+    def __init__(self, rule_id: str) -> None:
+        self.rule_id = rule_id
+        self.later: list[Hazard] = []
+
+    def of_trace(self, project: Project, trace: Trace) -> list[Hazard]:
+        now, later = trace_hazards(project, trace, self.rule_id)
+        self.later.extend(later)
+        return now
+
+    def rest(self) -> list[Hazard]:
+        return self.later
 
 
 def read_related(hz: Hazard) -> tuple[tuple[Span, str], ...]:

@@ -11,6 +11,7 @@ other cross-file look-ups do; imports inside functions are not module-level and 
 from __future__ import annotations
 
 import ast
+import bisect
 
 from warpfix.model.source import SourceFile
 
@@ -49,7 +50,7 @@ class ImportOrder:
                 leaf = src.module_name.rpartition(".")[2]
                 if leaf != src.module_name:
                     by_name.setdefault(leaf, []).append(src.path)
-        # path -> [(line, paths the import loads)], module-level imports in order
+        # path -> [(line, paths the import loads)], module-level imports in line order
         self.imports: dict[str, list[tuple[int, list[str]]]] = {}
         for src in files.values():
             rows = []
@@ -60,19 +61,33 @@ class ImportOrder:
                         loaded.extend(p for p in by_name.get(key, ()) if p not in loaded)
                 if loaded:
                     rows.append((imp.lineno, loaded))
-            self.imports[src.path] = rows
+            self.imports[src.path] = sorted(rows, key=lambda row: row[0])
+        self._lines = {path: [ln for ln, _ in rows] for path, rows in self.imports.items()}
+        # memoised per (path, number of the path's imports above the line): the answer changes only
+        # at an import, and each one extends the closure of the imports above it
         self._before: dict[tuple[str, int], frozenset[str]] = {}
         self._after: dict[tuple[str, int], frozenset[str]] = {}
+
+    def _above(self, path: str, line: int) -> int:
+        """How many of the module-level imports of ``path`` sit above ``line``."""
+        return bisect.bisect_left(self._lines.get(path, []), line)
 
     def executed_before(self, path: str, line: int) -> frozenset[str]:
         """Paths of the project modules whose module-level code has run when the import of ``path``
         reaches ``line``: the modules it imports above that line, and those they import, transitively."""
-        key = (path, line)
+        return self._executed_after_imports(path, self._above(path, line))
+
+    def _executed_after_imports(self, path: str, count: int) -> frozenset[str]:
+        """:meth:`executed_before` the line below the first ``count`` imports of ``path``."""
+        key = (path, count)
         hit = self._before.get(key)
         if hit is not None:
             return hit
-        done: set[str] = set()
-        todo = [p for ln, loaded in self.imports.get(path, ()) if ln < line for p in loaded]
+        if count == 0:
+            out = self._before[key] = frozenset()
+            return out
+        done = set(self._executed_after_imports(path, count - 1))
+        todo = list(self.imports[path][count - 1][1])
         while todo:
             other = todo.pop()
             if other in done or other == path:
@@ -94,7 +109,7 @@ class ImportOrder:
     def loaded_after(self, first: str, first_line: int) -> frozenset[str]:
         """Files some module imports after line ``first_line`` of ``first`` has run (itself below that
         line, or after importing ``first`` transitively)."""
-        key = (first, first_line)
+        key = (first, self._above(first, first_line + 1))  # the imports at or above that line
         hit = self._after.get(key)
         if hit is not None:
             return hit

@@ -95,11 +95,7 @@ def tape_reach(project: Project) -> TapeReach:
             funcs.setdefault(kd.name, []).append(kd)
         elif kd.kind in ("func_grad", "func_replay") and kd.target:
             customs.setdefault(kd.target, []).append(kd)
-    roots: list[KernelDef] = []
-    for trace in project.traces:
-        for ev in trace.events:
-            if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
-                roots.append(ev.kernel)
+    roots = list(project.trace_summary.recorded_kernels.values())
     reach = TapeReach(recorded_launches=bool(roots) or project.recorded_elsewhere[0] or context_records(project),
                       no_backward=_backward_disabled_files(project))
     stack = list(roots)

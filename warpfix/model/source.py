@@ -86,6 +86,8 @@ class SourceFile:
     parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
     _by_type: dict[tuple[type, ...], list] = field(default_factory=dict)
     _positions: dict[type, array] | None = None
+    # id(node) -> (node, warp_name(node)): asked for again at every interpretation of the node
+    _warp_names: dict[int, tuple[ast.AST, str | None]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, path: str, text: str, module_name: str = "") -> SourceFile:
@@ -169,6 +171,14 @@ class SourceFile:
     def warp_name(self, node: ast.AST) -> str | None:
         """The dotted path below ``warp`` that ``node`` refers to, e.g. ``"where"`` for ``wp.where``,
         ``"types.float32"`` for ``wp.types.float32``; None when it is not a warp name."""
+        if not isinstance(node, ast.Attribute):
+            return self._warp_name(node)  # a name: as cheap as a look-up
+        hit = self._warp_names.get(id(node))
+        if hit is None or hit[0] is not node:
+            hit = self._warp_names[id(node)] = (node, self._warp_name(node))
+        return hit[1]
+
+    def _warp_name(self, node: ast.AST) -> str | None:
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)

@@ -25,34 +25,22 @@ from collections.abc import Iterable
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.facts import Event, KernelDef
+from warpfix.model.facts import KernelDef
 from warpfix.model.pinned import edit_refusal
 from warpfix.model.project_files import package_root
-
-_TAPE_OPS = {"tape_begin", "tape_end", "backward", "tape_zero", "tape_reset"}
 
 
 class TapedIndex:
     def __init__(self, project: Project) -> None:
         self.project = project
-        self.taped_kernels = self._taped_kernels()
-        self.host_lines: dict[tuple[str, int], bool] = {}  # (path, line) -> taped at some run
-        # (path, first line, last line) of spans already marked, at all / as taped: marking is an
-        # "or", so a span marked again (a call site in the stack of each of its events) changes nothing
-        self._marked: set[tuple[str, int, int]] = set()
-        self._marked_taped: set[tuple[str, int, int]] = set()
-        self.any_recorded = project.recorded_elsewhere[1]
-        for trace in project.traces:
-            self._scan(trace.events)
-        self.any_recorded = self.any_recorded or context_records(project)
+        summary = project.trace_summary
+        self.taped_kernels = self._taped_kernels(summary.taped_launches)
+        self.host_lines = summary.host_lines  # (path, line) -> taped at some run
+        self._marked = summary.marked
+        self.any_recorded = project.recorded_elsewhere[1] or summary.any_recorded or context_records(project)
 
-    def _taped_kernels(self) -> set[tuple[str, str]]:
+    def _taped_kernels(self, launched: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """(path, name) of kernels launched on a tape, and of the funcs they reach."""
-        launched: set[tuple[str, str]] = set()
-        for trace in self.project.traces:
-            for ev in trace.events:
-                if ev.kind == "launch" and ev.recorded and ev.kernel is not None and not ev.detail.get("conditional"):
-                    launched.add((ev.kernel.path, ev.kernel.name))
         by_key = {(k.path, k.name): k for k in self.project.kernels}
         funcs: dict[str, list[KernelDef]] = {}
         for k in self.project.kernels:
@@ -69,30 +57,6 @@ class TapedIndex:
                         out.add(key)
                         todo.append(callee)
         return out
-
-    def _scan(self, events: list[Event]) -> None:
-        pending: set[int] = set()  # tapes whose recording ended and whose backward has not run yet
-        recorded_by: set[int] = set()
-        for ev in events:
-            taped = ev.recorded or ev.kind in _TAPE_OPS or bool(pending)
-            if ev.recorded:
-                self.any_recorded = True
-                recorded_by.update(s.tape for s in ev.tapes)
-            if ev.kind == "tape_end" and ev.tape in recorded_by:
-                pending.add(ev.tape)  # type: ignore[arg-type]
-            elif ev.kind in ("backward", "tape_reset") and ev.tape is not None:
-                pending.discard(ev.tape)
-            done = self._marked_taped if taped else self._marked
-            for span in (ev.span, *ev.call_stack):
-                lines = (span.path, span.line, span.end_line)
-                if lines in done:
-                    continue
-                self._marked.add(lines)
-                if taped:
-                    self._marked_taped.add(lines)
-                for line in range(span.line, min(span.end_line, span.line + 200) + 1):
-                    key = (span.path, line)
-                    self.host_lines[key] = self.host_lines.get(key, False) or taped
 
     def kernel_at(self, path: str, line: int) -> KernelDef | None:
         for k in self.project.kernels:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, Span
-from warpfix.model.facts import Event, KernelDef
-from warpfix.model.hazards import Hazard, hazards_for, read_related, rmw_params, value_sensitive_params
+from warpfix.model.facts import KernelDef, Trace
+from warpfix.model.hazards import Hazard, HazardStream, read_related, rmw_params, value_sensitive_params
 from warpfix.model.kernel_flow import integer_array_text, integer_rmw_reaches_gradient
 from warpfix.model.reach import tape_reach
 from warpfix.rules.base import Rule
@@ -17,35 +17,40 @@ if TYPE_CHECKING:
     from warpfix.model import Project
 
 
-def recorded_launches(project: Project) -> dict[tuple[str, str], list[Event]]:
-    """Recorded launches of each kernel (by file and name) in every trace, one per call site, in
-    trace order: one pass over the events, not one per kernel a rule reports."""
-    seen: dict[tuple[str, str], dict[Span, Event]] = {}
-    for trace in project.traces:
-        for ev in trace.events:
-            if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
-                seen.setdefault((ev.kernel.path, ev.kernel.name), {}).setdefault(ev.span, ev)
-    return {key: list(by_span.values()) for key, by_span in seen.items()}
-
-
 class KernelRmwRule(Rule):
     """Shared detector for WF106/WF107: a kernel that reads then overwrites its own argument."""
 
     struct_fields: bool = False
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def begin(self, project: Project) -> None:
+        self._hazards = HazardStream(self.id)
+        self._taped_hazards: list[Hazard] = []
+        # the recorded launches of each kernel, by (path, name): their places, in trace order
+        self._launches: dict[tuple[str, str], dict[Span, None]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        self._taped_hazards.extend(self._hazards.of_trace(project, trace))
+        for ev in trace.events:
+            if ev.kind == "launch" and ev.recorded and ev.kernel is not None:
+                self._launches.setdefault((ev.kernel.path, ev.kernel.name), {}).setdefault(ev.span)
+        return iter(())
+
+    def owned_hazards(self) -> list[Hazard]:
+        """The rule's hazards over every trace, the taped ones first."""
+        return [*self._taped_hazards, *self._hazards.rest()]
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
         # launches of read-modify-write kernels that overwrite what an earlier op's adjoint needs
         overwriting: dict[tuple[str, str, str], list[Hazard]] = {}
-        for hz in hazards_for(project, self.id):
+        for hz in self.owned_hazards():
             kd = hz.write.event.kernel
             if kd is not None and hz.write.param is not None:
                 overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
         reach = tape_reach(project)
-        launched: dict[tuple[str, str], list[Event]] | None = None
         for kd in project.kernels:
             replayed = not reach.backward_disabled(kd)  # no adjoint replays it (WF202 reports a taped one)
             sensitive = value_sensitive_params(kd)
-            launches: list[Event] | None = None
+            launches = list(self._launches.get((kd.path, kd.name), ()))
             for param, spans in rmw_params(kd).items():
                 if ("." in param) != self.struct_fields:
                     continue
@@ -58,25 +63,22 @@ class KernelRmwRule(Rule):
                     and not integer_rmw_reaches_gradient(kd, param)
                 ):
                     continue  # an integer counter whose values reach no gradient
-                if launches is None:
-                    launched = recorded_launches(project) if launched is None else launched
-                    launches = launched.get((kd.path, kd.name), [])
                 if launches:
                     yield self._report(kd, param, spans[0], launches, hazards)
 
     def _report(
-        self, kd: KernelDef, param: str, span: Span, launches: list[Event], hazards: list[Hazard]
+        self, kd: KernelDef, param: str, span: Span, launches: list[Span], hazards: list[Hazard]
     ) -> Finding:
         if self.struct_fields:
             what = f"kernel `{kd.name}` reads struct field `{param}` and then overwrites the same element"
         else:
             what = f"kernel `{kd.name}` reads `{param}` and then overwrites the same element"
-        lines = ", ".join(str(ev.span.line) for ev in launches)
+        lines = ", ".join(str(at.line) for at in launches)
         if hazards:
             why = f"; it also overwrites what {hazards[0].read.describe()} read"
         else:
             why = ""
-        related = tuple((ev.span, f"`{kd.name}` launched here on a tape") for ev in launches)
+        related = tuple((at, f"`{kd.name}` launched here on a tape") for at in launches)
         if hazards:
             related += read_related(hazards[0])
         return self.finding(

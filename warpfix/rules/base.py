@@ -20,6 +20,7 @@ from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 Snippet = "str | dict[str, str]"
 
@@ -63,8 +64,27 @@ class Rule:
         """Whether the rule is meaningful for this Warp version (WF102: only < 1.17)."""
         return True
 
+    # -- the check: one pass over the host traces, then the project ---------------------
+    # The engine streams the traces (each one dropped once every rule has seen it): a rule reads a
+    # trace in :meth:`check_trace` and keeps what it needs of it (state set up by :meth:`begin`);
+    # :meth:`check_project` runs after the last trace, with ``project.trace_summary`` complete.
+    def begin(self, project: Project) -> None:
+        """Set up the state a check keeps across traces (called before the first trace)."""
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        """The findings of one host trace (traces come in trace order)."""
+        return iter(())
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        """The findings that need no trace, or every trace seen."""
+        return iter(())
+
     def check(self, project: Project) -> Iterator[Finding]:
-        raise NotImplementedError
+        """Every finding of the rule, run alone over ``project``'s kept traces."""
+        self.begin(project)
+        for trace in project.traces:
+            yield from self.check_trace(project, trace)
+        yield from self.check_project(project)
 
     # -- helpers for subclasses -------------------------------------------------------
     def finding(

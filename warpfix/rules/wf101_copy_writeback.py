@@ -4,16 +4,12 @@ read by a recorded op of the same tape (often a projection/clamp stage writing b
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazard_data, hazards_for, read_related
+from warpfix.model.hazards import Hazard, hazard_data, read_related
+from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules._overwrite_examples import KERNELS
-from warpfix.rules.base import Example, Rule, RuleDoc
-
-if TYPE_CHECKING:
-    from warpfix.model import Project
-
+from warpfix.rules.base import Example, RuleDoc
 
 _FRESH_REBIND = """
 tape = wp.Tape()
@@ -45,7 +41,7 @@ tape.backward(loss)
 )
 
 
-class CopyWriteback(Rule):
+class CopyWriteback(HazardRule):
     id = "WF101"
     name = "copy-writeback"
     severity = Severity.ERROR
@@ -213,16 +209,16 @@ def project_floor(state, q_pred):
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for hz in hazards_for(project, self.id):
-            ev = hz.write.event
-            dst = hz.write.name
-            src = ev.name_of(ev.reads[0]) if ev.reads else ""
-            op = f"wp.copy({dst}, {src})" if ev.kind == "copy" else f"{dst}.assign({src})"
-            yield self.finding(
-                ev.span,
-                f"`{op}` overwrites `{dst}` on the tape after {hz.read.describe()} read it; that adjoint will "
-                f"replay against the copied values. Rebind instead: `{dst} = {src}`",
-                data=hazard_data(hz, dst=dst, src=src),
-                related=read_related(hz),
-            )
+    def report(self, hz: Hazard) -> Iterator[Finding]:
+        ev = hz.write.event
+        dst = hz.write.name
+        src = ev.name_of(ev.reads[0]) if ev.reads else ""
+        op = f"wp.copy({dst}, {src})" if ev.kind == "copy" else f"{dst}.assign({src})"
+        yield self.finding(
+            ev.span,
+            f"`{op}` overwrites `{dst}` on the tape after {hz.read.describe()} read it; that adjoint will "
+            f"replay against the copied values. Rebind instead: `{dst} = {src}`",
+            data=hazard_data(hz, dst=dst, src=src),
+            related=read_related(hz),
+        )
+

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.hazards import RESET_KINDS, event_value_reads, tape_ids, unresolved_element
 from warpfix.rules._overwrite_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -96,36 +96,35 @@ tape.backward(loss)
     def applies_to_warp(self, version: tuple[int, ...]) -> bool:
         return tuple(version) < (1, 17)
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         if not self.applies_to_warp(project.warp_version):
             return
-        for trace in project.traces:
-            pending: dict[int, list[tuple[Event, Buffer]]] = {}  # tape -> copies not yet followed by a read
-            for ev in trace.events:
-                if ev.kind in RESET_KINDS:
-                    if ev.tape is None:
-                        pending.clear()
+        pending: dict[int, list[tuple[Event, Buffer]]] = {}  # tape -> copies not yet followed by a read
+        for ev in trace.events:
+            if ev.kind in RESET_KINDS:
+                if ev.tape is None:
+                    pending.clear()
+                else:
+                    pending.pop(ev.tape, None)
+                continue
+            if not ev.recorded:
+                continue
+            read_ids = {buf.id for buf, _ in event_value_reads(ev)}
+            for tape in tape_ids(ev):
+                still = []
+                for copy_ev, src in pending.get(tape, []):
+                    if src.id in read_ids and copy_ev is not ev:
+                        yield self._report(copy_ev, src, ev)
                     else:
-                        pending.pop(ev.tape, None)
-                    continue
-                if not ev.recorded:
-                    continue
-                read_ids = {buf.id for buf, _ in event_value_reads(ev)}
+                        still.append((copy_ev, src))
+                pending[tape] = still
+            if (
+                ev.kind in ("copy", "clone", "assign")
+                and ev.reads
+                and not unresolved_element(ev.reads[0])
+            ):
                 for tape in tape_ids(ev):
-                    still = []
-                    for copy_ev, src in pending.get(tape, []):
-                        if src.id in read_ids and copy_ev is not ev:
-                            yield self._report(copy_ev, src, ev)
-                        else:
-                            still.append((copy_ev, src))
-                    pending[tape] = still
-                if (
-                    ev.kind in ("copy", "clone", "assign")
-                    and ev.reads
-                    and not unresolved_element(ev.reads[0])
-                ):
-                    for tape in tape_ids(ev):
-                        pending.setdefault(tape, []).append((ev, ev.reads[0]))
+                    pending.setdefault(tape, []).append((ev, ev.reads[0]))
 
     def _report(self, copy_ev: Event, src: Buffer, reader: Event) -> Finding:
         name = copy_ev.name_of(src)

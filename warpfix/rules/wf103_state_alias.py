@@ -8,11 +8,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import alias_event, hazard_data, hazards_for, read_related
-from warpfix.rules.base import Example, Rule, RuleDoc
+from warpfix.model.hazards import Hazard, alias_event, hazard_data, read_related
+from warpfix.rules._hazard_rule import HazardRule
+from warpfix.rules.base import Example, RuleDoc
 
 if TYPE_CHECKING:
-    from warpfix.model import Project
     from warpfix.model.facts import Event
 
 
@@ -37,7 +37,7 @@ def _allocated(alias: Event, events: Sequence[Event]) -> bool:
     return all(b.fresh or (b.origin is None and b.label.startswith(made)) for b in alias.reads)
 
 
-class StateAlias(Rule):
+class StateAlias(HazardRule):
     id = "WF103"
     name = "state-alias"
     severity = Severity.ERROR
@@ -108,38 +108,38 @@ for it in range(3):
         )
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for hz in hazards_for(project, self.id):
-            alias = alias_event(hz, ("rebind",))
-            if alias is None:
-                continue
-            buf = hz.write.buffer
-            target = alias.detail.get("target")
-            source = alias.detail.get("source")
-            target = target if isinstance(target, str) else "?"
-            source = source if isinstance(source, str) else alias.name_of(buf)
-            read_name, write_name = hz.read.name, hz.write.name
-            if alias.detail.get("repeat"):
-                made = _allocated(alias, hz.trace.events)
-                yield self.finding(
-                    alias.span,
-                    f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
-                    f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
-                    f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
-                    fix_safety=FixSafety.SAFE if made else FixSafety.NONE,
-                    fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)"
-                    + ("" if made else "; not automatic: the slot is not an allocation or constructor call"),
-                    data=hazard_data(hz, repeat=True),
-                    related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
-                )
-                continue
+    def report(self, hz: Hazard) -> Iterator[Finding]:
+        alias = alias_event(hz, ("rebind",))
+        if alias is None:
+            return
+        buf = hz.write.buffer
+        target = alias.detail.get("target")
+        source = alias.detail.get("source")
+        target = target if isinstance(target, str) else "?"
+        source = source if isinstance(source, str) else alias.name_of(buf)
+        read_name, write_name = hz.read.name, hz.write.name
+        if alias.detail.get("repeat"):
+            made = _allocated(alias, hz.trace.events)
             yield self.finding(
                 alias.span,
-                f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
-                f"reads it as `{read_name}` and {hz.write.describe()} overwrites it as `{write_name}`, so the "
-                "reader's adjoint replays against the overwritten values",
-                # a tape records the rebinding (a frame loop inside one tape): rotating would hand the source
-                # slot a buffer this tape already read, so the codemod gives it a fresh one instead
-                data=hazard_data(hz, **({"recorded": True} if alias.recorded else {})),
+                f"`{target}` makes every slot of the list one object `{source}`: later on one tape "
+                f"{hz.read.describe()} reads it as `{read_name}` and {hz.write.describe()} overwrites it as "
+                f"`{write_name}`, so the reader's adjoint replays against the overwritten values",
+                fix_safety=FixSafety.SAFE if made else FixSafety.NONE,
+                fix_description="build the list with one fresh object per slot (`[make() for _ in range(n)]`)"
+                + ("" if made else "; not automatic: the slot is not an allocation or constructor call"),
+                data=hazard_data(hz, repeat=True),
                 related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
             )
+            return
+        yield self.finding(
+            alias.span,
+            f"`{target} = {source}` makes two state slots one array: later on one tape {hz.read.describe()} "
+            f"reads it as `{read_name}` and {hz.write.describe()} overwrites it as `{write_name}`, so the "
+            "reader's adjoint replays against the overwritten values",
+            # a tape records the rebinding (a frame loop inside one tape): rotating would hand the source
+            # slot a buffer this tape already read, so the codemod gives it a fresh one instead
+            data=hazard_data(hz, **({"recorded": True} if alias.recorded else {})),
+            related=(*read_related(hz), (hz.write.event.span, f"`{write_name}` overwritten here")),
+        )
+

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Event
-from warpfix.model.hazards import alias_event, hazard_data, hazards_for, read_related
-from warpfix.rules.base import Example, Rule, RuleDoc
-
-if TYPE_CHECKING:
-    from warpfix.model import Project
+from warpfix.model.hazards import Hazard, alias_event, hazard_data, read_related
+from warpfix.rules._hazard_rule import HazardRule
+from warpfix.rules.base import Example, RuleDoc
 
 
 def _launch_args(ev: Event) -> dict[str, str]:
     return {p: ast.unparse(node) for p, node in ev.arg_nodes.items()}
 
 
-class PingPong(Rule):
+class PingPong(HazardRule):
     id = "WF104"
     name = "ping-pong"
     severity = Severity.ERROR
@@ -144,30 +141,30 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for hz in hazards_for(project, self.id):
-            ev = hz.write.event
-            name = hz.write.name
-            if ev.kernel is not None:
-                writer = f"kernel `{ev.kernel.name}` at line {ev.span.line} overwrites `{name}` (parameter `{hz.write.param}`)"
-            else:  # a copy into a buffer the steps use in turn
-                writer = f"the `{ev.kind}` at line {ev.span.line} overwrites `{name}`"
-            wrote = f"{writer} after {hz.read.describe()} read it on the same tape"
-            swap = alias_event(hz, ("swap",))
-            if swap is not None:
-                targets = swap.detail.get("targets")
-                written = name if isinstance(targets, list) and name in targets else None
-                yield self.finding(
-                    swap.span,
-                    f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
-                    "against the new values. Allocate a fresh output per step",
-                    data=hazard_data(hz, **({"written": written} if written else {})),
-                    related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
-                )
-                continue
+    def report(self, hz: Hazard) -> Iterator[Finding]:
+        ev = hz.write.event
+        name = hz.write.name
+        if ev.kernel is not None:
+            writer = f"kernel `{ev.kernel.name}` at line {ev.span.line} overwrites `{name}` (parameter `{hz.write.param}`)"
+        else:  # a copy into a buffer the steps use in turn
+            writer = f"the `{ev.kind}` at line {ev.span.line} overwrites `{name}`"
+        wrote = f"{writer} after {hz.read.describe()} read it on the same tape"
+        swap = alias_event(hz, ("swap",))
+        if swap is not None:
+            targets = swap.detail.get("targets")
+            written = name if isinstance(targets, list) and name in targets else None
             yield self.finding(
-                ev.span,
-                f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
-                data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
-                related=read_related(hz),
+                swap.span,
+                f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
+                "against the new values. Allocate a fresh output per step",
+                data=hazard_data(hz, **({"written": written} if written else {})),
+                related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
             )
+            return
+        yield self.finding(
+            ev.span,
+            f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
+            data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
+            related=read_related(hz),
+        )
+

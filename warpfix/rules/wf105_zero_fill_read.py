@@ -4,17 +4,14 @@ tracker does not see these writes)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazard_data, hazards_for, read_related
-from warpfix.rules.base import Example, Rule, RuleDoc
-
-if TYPE_CHECKING:
-    from warpfix.model import Project
+from warpfix.model.hazards import Hazard, hazard_data, read_related
+from warpfix.rules._hazard_rule import HazardRule
+from warpfix.rules.base import Example, RuleDoc
 
 
-class ZeroFillRead(Rule):
+class ZeroFillRead(HazardRule):
     id = "WF105"
     name = "zero-fill-read"
     severity = Severity.ERROR
@@ -87,15 +84,15 @@ with tape:
         )
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for hz in hazards_for(project, self.id):
-            ev = hz.write.event
-            name = hz.write.name
-            call = "zero_()" if ev.kind == "zero" else "fill_(...)"
-            yield self.finding(
-                ev.span,
-                f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
-                f"not record this write, so that adjoint replays against the new contents",
-                data=hazard_data(hz),
-                related=read_related(hz),
-            )
+    def report(self, hz: Hazard) -> Iterator[Finding]:
+        ev = hz.write.event
+        name = hz.write.name
+        call = "zero_()" if ev.kind == "zero" else "fill_(...)"
+        yield self.finding(
+            ev.span,
+            f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
+            f"not record this write, so that adjoint replays against the new contents",
+            data=hazard_data(hz),
+            related=read_related(hz),
+        )
+

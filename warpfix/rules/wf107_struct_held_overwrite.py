@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazard_data, hazards_for, read_related, rmw_store_spans
+from warpfix.model.hazards import hazard_data, read_related, rmw_store_spans
 from warpfix.rules._kernel_rmw import KernelRmwRule
 from warpfix.rules.base import Example, RuleDoc
 
@@ -100,9 +100,9 @@ with wp.Tape() as tape:
         )
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        yield from super().check(project)
-        for hz in hazards_for(project, self.id):
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        yield from super().check_project(project)
+        for hz in self.owned_hazards():
             ev = hz.write.event
             if (
                 ev.kernel is not None

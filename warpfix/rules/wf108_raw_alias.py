@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.hazards import (
     RESET_KINDS,
     Touch,
@@ -110,34 +110,33 @@ tape.backward(loss)
         )
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            live: dict[int, dict[int, Touch]] = {}  # tape -> root buffer id -> first recorded read
-            for ev in trace.events:
-                if ev.kind in RESET_KINDS:
-                    if ev.tape is None:
-                        live.clear()
-                    else:
-                        live.pop(ev.tape, None)
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        live: dict[int, dict[int, Touch]] = {}  # tape -> root buffer id -> first recorded read
+        for ev in trace.events:
+            if ev.kind in RESET_KINDS:
+                if ev.tape is None:
+                    live.clear()
+                else:
+                    live.pop(ev.tape, None)
+                continue
+            writes = event_overwrites(ev)
+            if ev.kind == "host_write":
+                writes = [(b, None) for b in ev.writes]
+            for buf, _param in writes:
+                if unresolved_element(buf):
                     continue
-                writes = event_overwrites(ev)
-                if ev.kind == "host_write":
-                    writes = [(b, None) for b in ev.writes]
-                for buf, _param in writes:
-                    if unresolved_element(buf):
+                for reads in live.values():
+                    earlier = reads.get(buf.root().id)
+                    if earlier is None or earlier.buffer.id == buf.id or earlier.event is ev:
                         continue
-                    for reads in live.values():
-                        earlier = reads.get(buf.root().id)
-                        if earlier is None or earlier.buffer.id == buf.id or earlier.event is ev:
-                            continue
-                        if buf.view_of is None and earlier.buffer.view_of is None:
-                            continue
-                        yield self._report(ev, buf, earlier)
-                        break
-                if ev.recorded:
-                    for buf, param in event_sensitive_reads(ev):
-                        for tape in tape_ids(ev):
-                            live.setdefault(tape, {}).setdefault(buf.root().id, Touch(ev, buf, param))
+                    if buf.view_of is None and earlier.buffer.view_of is None:
+                        continue
+                    yield self._report(ev, buf, earlier)
+                    break
+            if ev.recorded:
+                for buf, param in event_sensitive_reads(ev):
+                    for tape in tape_ids(ev):
+                        live.setdefault(tape, {}).setdefault(buf.root().id, Touch(ev, buf, param))
 
     def _report(self, ev: Event, buf: Buffer, earlier: Touch) -> Finding:
         name = ev.name_of(buf)

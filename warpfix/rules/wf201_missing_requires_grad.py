@@ -192,11 +192,7 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            yield from self._check_trace(trace)
-
-    def _check_trace(self, trace: Trace) -> Iterator[Finding]:
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         events = trace.events
         allocs = _alloc_events(trace)
         # Buffers that carry a gradient, or would if their allocation asked for one.

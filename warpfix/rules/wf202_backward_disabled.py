@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile
-from warpfix.model.facts import Event, KernelDef
+from warpfix.model.facts import Event, KernelDef, Trace
 from warpfix.model.import_order import ImportOrder
 from warpfix.model.tapeflow import line_ref, tape_of, true_reads
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -157,22 +157,29 @@ print(q_next.numpy())
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def begin(self, project: Project) -> None:
         module_calls = {path: next(_module_option_calls(src), None) for path, src in project.files.items()}
         configs = [(src, stmt) for src in project.files.values() for stmt in _config_assignments(src)]
-        disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
+        self._disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
         order = ImportOrder(project.files) if configs else None
         for kernel in project.kernels:
             src = project.files.get(kernel.path)
             if kernel.kind == "kernel" and src is not None:
                 place = _disabling_place(order, src, kernel, module_calls.get(kernel.path), configs)
                 if place is not None:
-                    disabled[id(kernel.node)] = place
-        places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
-        for kernel, launch in _taped_launches(project, disabled):
-            span, how = disabled[id(kernel.node)]
-            places.setdefault(span, (how, []))[1].append((kernel, launch))
-        for span, (how, hits) in places.items():
+                    self._disabled[id(kernel.node)] = place
+        self._seen: set[int] = set()  # id(kernel node) of the disabled kernels whose taped launch was found
+        self._places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        if self._disabled:
+            for kernel, launch in _taped_launches(trace, self._disabled, self._seen):
+                span, how = self._disabled[id(kernel.node)]
+                self._places.setdefault(span, (how, []))[1].append((kernel, launch))
+        return iter(())
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        for span, (how, hits) in self._places.items():
             kernels = ", ".join(f"`{k.name}` (launched on a tape at {line_ref(ev.span, span)})" for k, ev in hits)
             yield self.finding(
                 span,
@@ -183,28 +190,27 @@ print(q_next.numpy())
             )
 
 
-def _taped_launches(project: Project, kernels: dict[int, tuple[Span, str]]) -> Iterator[tuple[KernelDef, Event]]:
-    """The first launch of each of ``kernels`` that a tape records, with inputs that need gradients,
-    before a backward of that tape."""
-    seen: set[int] = set()
-    for trace in project.traces:
-        events = trace.events
-        last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
-        for idx, ev in enumerate(events):
-            kernel = ev.kernel
-            if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
-                continue
-            if "library" in ev.detail:
-                # a library's own launch of a kernel it compiles without backward is its design, not the
-                # caller's bug: warp.fem's array_axpy takes the tape off for it and records its adjoint
-                # with tape.record_func, which a summary does not follow
-                continue
-            tape = tape_of(ev)
-            if tape is None or last_backward.get(tape, -1) < idx:
-                continue
-            if any(b.root().requires_grad for b in true_reads(ev)):
-                seen.add(id(kernel.node))
-                yield kernel, ev
+def _taped_launches(trace: Trace, kernels: dict[int, tuple[Span, str]], seen: set[int]
+                    ) -> Iterator[tuple[KernelDef, Event]]:
+    """The first launch of each of ``kernels`` not ``seen`` in an earlier trace that a tape records,
+    with inputs that need gradients, before a backward of that tape (added to ``seen``)."""
+    events = trace.events
+    last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
+    for idx, ev in enumerate(events):
+        kernel = ev.kernel
+        if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
+            continue
+        if "library" in ev.detail:
+            # a library's own launch of a kernel it compiles without backward is its design, not the
+            # caller's bug: warp.fem's array_axpy takes the tape off for it and records its adjoint
+            # with tape.record_func, which a summary does not follow
+            continue
+        tape = tape_of(ev)
+        if tape is None or last_backward.get(tape, -1) < idx:
+            continue
+        if any(b.root().requires_grad for b in true_reads(ev)):
+            seen.add(id(kernel.node))
+            yield kernel, ev
 
 
 def _disabling_place(

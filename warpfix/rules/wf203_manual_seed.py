@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project, SourceFile
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.tapeflow import line_ref, outputs, same, tape_of, touches
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -142,46 +142,59 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        names_by_file = {path: _assignments(src) for path, src in project.files.items()}
+    def begin(self, project: Project) -> None:
+        self._names: dict[str, dict[str, ast.expr]] = {}  # path -> its assignments (read once per file)
+        self._averaged: dict[str, set[str]] = {}  # path -> names averaged in it
+
+    def _file_names(self, project: Project, path: str) -> dict[str, ast.expr]:
+        if path not in self._names:
+            src = project.files.get(path)
+            self._names[path] = _assignments(src) if src is not None else {}
+        return self._names[path]
+
+    def _file_averaged(self, project: Project, path: str) -> set[str]:
         # the objective is averaged where the seed is made: a `mean` in another file says nothing about it
-        averaged_by_file = {path: _averaged_names(src) for path, src in project.files.items()}
-        for trace in project.traces:
-            names = names_by_file.get(trace.path, {})
-            events = trace.events
-            for idx, ev in enumerate(events):
-                if (
-                    ev.kind == "grad_zero"
-                    and ev.detail.get("method") == "fill_"
-                    and isinstance(ev.node, ast.Call)
-                ):
-                    owner = next((b.grad_of for b in ev.writes if b.grad_of is not None), None)
-                    value = _seed_value(ev.node.args[0] if ev.node.args else None, names)
-                    bwd = next(
-                        (
-                            e
-                            for e in events[idx + 1 :]
-                            if e.kind == "backward" and not e.reads and not e.detail.get("grads")
-                        ),
-                        None,
-                    )
-                    if owner is not None and bwd is not None:
-                        label = ev.name_of(ev.writes[0]).removesuffix(".grad")
-                        averaged = averaged_by_file.get(ev.span.path, set())
-                        yield from self._judge(events, ev, owner, label, value, bwd.tape, averaged)
-                elif ev.kind == "backward" and ev.detail.get("grads") and isinstance(ev.node, ast.Call):
-                    grads = next((kw.value for kw in ev.node.keywords if kw.arg == "grads"), None)
-                    if not isinstance(grads, ast.Dict):
+        if path not in self._averaged:
+            src = project.files.get(path)
+            self._averaged[path] = _averaged_names(src) if src is not None else set()
+        return self._averaged[path]
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        names = self._file_names(project, trace.path)
+        events = trace.events
+        for idx, ev in enumerate(events):
+            if (
+                ev.kind == "grad_zero"
+                and ev.detail.get("method") == "fill_"
+                and isinstance(ev.node, ast.Call)
+            ):
+                owner = next((b.grad_of for b in ev.writes if b.grad_of is not None), None)
+                value = _seed_value(ev.node.args[0] if ev.node.args else None, names)
+                bwd = next(
+                    (
+                        e
+                        for e in events[idx + 1 :]
+                        if e.kind == "backward" and not e.reads and not e.detail.get("grads")
+                    ),
+                    None,
+                )
+                if owner is not None and bwd is not None:
+                    label = ev.name_of(ev.writes[0]).removesuffix(".grad")
+                    averaged = self._file_averaged(project, ev.span.path)
+                    yield from self._judge(events, ev, owner, label, value, bwd.tape, averaged)
+            elif ev.kind == "backward" and ev.detail.get("grads") and isinstance(ev.node, ast.Call):
+                grads = next((kw.value for kw in ev.node.keywords if kw.arg == "grads"), None)
+                if not isinstance(grads, ast.Dict):
+                    continue
+                for key, val in zip(grads.keys, grads.values, strict=True):
+                    if key is None:
                         continue
-                    for key, val in zip(grads.keys, grads.values, strict=True):
-                        if key is None:
-                            continue
-                        owner = _buffer_named(events[:idx], ast.unparse(key), ev.tape)
-                        if owner is not None:
-                            averaged = averaged_by_file.get(ev.span.path, set())
-                            yield from self._judge(
-                                events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape, averaged
-                            )
+                    owner = _buffer_named(events[:idx], ast.unparse(key), ev.tape)
+                    if owner is not None:
+                        averaged = self._file_averaged(project, ev.span.path)
+                        yield from self._judge(
+                            events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape, averaged
+                        )
 
     def _judge(
         self,

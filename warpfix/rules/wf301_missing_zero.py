@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.facts import Buffer, Event, exclusive
+from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.grad_walk import GradState, walk_grads
 from warpfix.model.tapeflow import DIFFERENTIABLE, line_ref, outputs, tape_of, true_reads
 from warpfix.rules._tape_scope_examples import KERNELS
@@ -172,59 +172,58 @@ for it in range(20):
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            events = trace.events
-            for idx, ev, states, _pending in walk_grads(trace):
-                if ev.kind != "backward" or ev.tape is None:
-                    continue
-                replayed = _rerecorded(events, idx, ev.tape)
-                if replayed is not None:
-                    tape_name = str(ev.detail.get("tape_name") or "tape")
-                    yield self.finding(
-                        ev.span,
-                        f"`{tape_name}` records this iteration on top of what its backward at "
-                        f"{line_ref(replayed[1].span, ev.span)} already replayed (no `{tape_name}.reset()` "
-                        f"in between): this backward replays the old launches too, on the same arrays, so "
-                        f"gradients grow x1, x2, x3 over iterations; call `{tape_name}.reset()` before recording again",
-                        data={"tape": tape_name, "rerecorded": True},
-                        related=((replayed[0].span, "recorded before the earlier backward"),
-                                 (replayed[1].span, "earlier backward")),
-                    )
-                    continue
-                stale = []
-                for pid, buf in _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx).items():
-                    st = states.get(pid)
-                    if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
-                        continue
-                    if st.replayed_before(ev):
-                        continue
-                    if exclusive(st.backward, ev) or st.backward is ev:
-                        continue
-                    stale.append((buf, st))
-                if not stale:
-                    continue
-                first = stale[0][1]
-                consumed = first.consumed
-                assert consumed is not None and first.backward is not None
-                names = ", ".join(f"`{_grad_name(buf, st)}`" for buf, st in stale)
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        events = trace.events
+        for idx, ev, states, _pending in walk_grads(trace):
+            if ev.kind != "backward" or ev.tape is None:
+                continue
+            replayed = _rerecorded(events, idx, ev.tape)
+            if replayed is not None:
                 tape_name = str(ev.detail.get("tape_name") or "tape")
-                earlier = (
-                    f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
-                    if first.backward.span == ev.span
-                    else f"the backward at {line_ref(first.backward.span, ev.span)}"
-                )
                 yield self.finding(
                     ev.span,
-                    f"`{tape_name}.backward` adds into {names}, which still holds the gradient of {earlier}, "
-                    f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
-                    f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
-                    data={"tape": tape_name, "arrays": [buf.label for buf, _ in stale]},
-                    related=(
-                        (first.backward.span, "earlier backward"),
-                        (consumed.span, "gradient consumed here"),
-                    ),
+                    f"`{tape_name}` records this iteration on top of what its backward at "
+                    f"{line_ref(replayed[1].span, ev.span)} already replayed (no `{tape_name}.reset()` "
+                    f"in between): this backward replays the old launches too, on the same arrays, so "
+                    f"gradients grow x1, x2, x3 over iterations; call `{tape_name}.reset()` before recording again",
+                    data={"tape": tape_name, "rerecorded": True},
+                    related=((replayed[0].span, "recorded before the earlier backward"),
+                             (replayed[1].span, "earlier backward")),
                 )
+                continue
+            stale = []
+            for pid, buf in _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx).items():
+                st = states.get(pid)
+                if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
+                    continue
+                if st.replayed_before(ev):
+                    continue
+                if exclusive(st.backward, ev) or st.backward is ev:
+                    continue
+                stale.append((buf, st))
+            if not stale:
+                continue
+            first = stale[0][1]
+            consumed = first.consumed
+            assert consumed is not None and first.backward is not None
+            names = ", ".join(f"`{_grad_name(buf, st)}`" for buf, st in stale)
+            tape_name = str(ev.detail.get("tape_name") or "tape")
+            earlier = (
+                f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
+                if first.backward.span == ev.span
+                else f"the backward at {line_ref(first.backward.span, ev.span)}"
+            )
+            yield self.finding(
+                ev.span,
+                f"`{tape_name}.backward` adds into {names}, which still holds the gradient of {earlier}, "
+                f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
+                f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
+                data={"tape": tape_name, "arrays": [buf.label for buf, _ in stale]},
+                related=(
+                    (first.backward.span, "earlier backward"),
+                    (consumed.span, "gradient consumed here"),
+                ),
+            )
 
 
 def _grad_name(buf: Buffer, st: GradState) -> str:

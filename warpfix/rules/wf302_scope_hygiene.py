@@ -113,43 +113,42 @@ for it in range(20):
 
     _WORK = frozenset({"launch", "copy", "clone", "assign", "zero", "fill", "host_write"})
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            early = _early_read_sites(project, trace)
-            yield from self._steps_on_tape(trace, early)
-            events = trace.events
-            for idx, bwd in enumerate(events):
-                if bwd.kind != "backward" or bwd.tape is None or not bwd.reads:
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        early = _early_read_sites(project, trace)
+        yield from self._steps_on_tape(trace, early)
+        events = trace.events
+        for idx, bwd in enumerate(events):
+            if bwd.kind != "backward" or bwd.tape is None or not bwd.reads:
+                continue
+            loss = bwd.reads[0].root()
+            scope = next((e.tapes[-1] for e in reversed(events[:idx]) if tape_of(e) == bwd.tape), None)
+            if scope is None:
+                continue
+            in_scope = [
+                (j, e) for j, e in enumerate(events[:idx]) if e.recorded and e.tapes[-1] == scope
+            ]
+            writers = [j for j, e in in_scope if any(b.root().id == loss.id for b in outputs(e))]
+            if not writers:
+                continue
+            loss_ev = events[writers[-1]]
+            loss_site = _site_in(loss_ev, scope.span)
+            seen = {(site.path, site.line) for site in early}  # reported as steps on the tape
+            for j, ev in in_scope:
+                if j <= writers[-1] or ev.kind not in self._WORK or exclusive(ev, loss_ev):
                     continue
-                loss = bwd.reads[0].root()
-                scope = next((e.tapes[-1] for e in reversed(events[:idx]) if tape_of(e) == bwd.tape), None)
-                if scope is None:
+                where = _site_in(ev, scope.span)
+                if where is None or where == loss_site or (where.path, where.line) in seen:
                     continue
-                in_scope = [
-                    (j, e) for j, e in enumerate(events[:idx]) if e.recorded and e.tapes[-1] == scope
-                ]
-                writers = [j for j, e in in_scope if any(b.root().id == loss.id for b in outputs(e))]
-                if not writers:
-                    continue
-                loss_ev = events[writers[-1]]
-                loss_site = _site_in(loss_ev, scope.span)
-                seen = {(site.path, site.line) for site in early}  # reported as steps on the tape
-                for j, ev in in_scope:
-                    if j <= writers[-1] or ev.kind not in self._WORK or exclusive(ev, loss_ev):
-                        continue
-                    where = _site_in(ev, scope.span)
-                    if where is None or where == loss_site or (where.path, where.line) in seen:
-                        continue
-                    seen.add((where.path, where.line))
-                    tape_name = str(bwd.detail.get("tape_name") or "tape")
-                    yield self.finding(
-                        where,
-                        f"{describe_event(ev)} runs inside `with {tape_name}:` after the loss `{bwd.name_of(loss)}` "
-                        f"is computed ({line_ref(loss_ev.span, where)}): it is recorded and replayed by "
-                        f"`{tape_name}.backward` ({line_ref(bwd.span, where)}); move it after the backward",
-                        data={"tape": tape_name},
-                        related=((loss_ev.span, "loss computed here"), (bwd.span, "backward here")),
-                    )
+                seen.add((where.path, where.line))
+                tape_name = str(bwd.detail.get("tape_name") or "tape")
+                yield self.finding(
+                    where,
+                    f"{describe_event(ev)} runs inside `with {tape_name}:` after the loss `{bwd.name_of(loss)}` "
+                    f"is computed ({line_ref(loss_ev.span, where)}): it is recorded and replayed by "
+                    f"`{tape_name}.backward` ({line_ref(bwd.span, where)}); move it after the backward",
+                    data={"tape": tape_name},
+                    related=((loss_ev.span, "loss computed here"), (bwd.span, "backward here")),
+                )
 
     def _steps_on_tape(self, trace: Trace, early: dict[Span, _EarlyRead]) -> Iterator[Finding]:
         """A statement inside ``with tape:`` that reads a ``.grad`` the tape's own next backward

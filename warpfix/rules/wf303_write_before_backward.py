@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.facts import Event, exclusive
+from warpfix.model.facts import Event, Trace, exclusive
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
     WRITES,
@@ -103,49 +103,48 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            events = trace.events
-            reads: dict[int, dict[int, Event]] = {}  # tape -> buffer root id -> recorded reader
-            for idx, ev in enumerate(events):
-                if ev.kind in ("backward", "tape_reset") and ev.tape is not None:
-                    reads.pop(ev.tape, None)
-                    continue
-                tape = tape_of(ev)
-                if ev.kind in WRITES:
-                    for other, readers in reads.items():
-                        if other == tape:
-                            continue
-                        hit = next(
-                            (
-                                (b, readers[b.root().id])
-                                for b in outputs(ev)
-                                if b.root().id in readers and not exclusive(ev, readers[b.root().id])
-                            ),
-                            None,
-                        )
-                        if hit is None:
-                            continue
-                        bwd = next_backward(events, idx, other)
-                        if bwd is None:
-                            continue
-                        buf, reader = hit
-                        where = anchor(ev, bwd)
-                        yield self.finding(
-                            where,
-                            f"{describe_event(ev)} overwrites `{ev.name_of(buf)}`, which the tape read at "
-                            f"{line_ref(reader.span, where)}, before that tape's backward "
-                            f"({line_ref(bwd.span, where)}): backward replays the adjoints against the new "
-                            f"contents; move the write after the backward",
-                            # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
-                            data={"tape": tape_display_name(bwd),
-                                  **({"conditional": True} if conditional_launch(reader) else {})},
-                            related=((reader.span, "read on the tape here"), (bwd.span, "backward here")),
-                        )
-                if tape is not None and ev.kind in DIFFERENTIABLE:
-                    readers = reads.setdefault(tape, {})
-                    for buf in true_reads(ev):
-                        first = readers.get(buf.root().id)
-                        if buf.grad_of is None and (first is None or conditional_launch(first)
-                                                    and not conditional_launch(ev)):
-                            readers[buf.root().id] = ev  # a read that surely happens is the one to report
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        events = trace.events
+        reads: dict[int, dict[int, Event]] = {}  # tape -> buffer root id -> recorded reader
+        for idx, ev in enumerate(events):
+            if ev.kind in ("backward", "tape_reset") and ev.tape is not None:
+                reads.pop(ev.tape, None)
+                continue
+            tape = tape_of(ev)
+            if ev.kind in WRITES:
+                for other, readers in reads.items():
+                    if other == tape:
+                        continue
+                    hit = next(
+                        (
+                            (b, readers[b.root().id])
+                            for b in outputs(ev)
+                            if b.root().id in readers and not exclusive(ev, readers[b.root().id])
+                        ),
+                        None,
+                    )
+                    if hit is None:
+                        continue
+                    bwd = next_backward(events, idx, other)
+                    if bwd is None:
+                        continue
+                    buf, reader = hit
+                    where = anchor(ev, bwd)
+                    yield self.finding(
+                        where,
+                        f"{describe_event(ev)} overwrites `{ev.name_of(buf)}`, which the tape read at "
+                        f"{line_ref(reader.span, where)}, before that tape's backward "
+                        f"({line_ref(bwd.span, where)}): backward replays the adjoints against the new "
+                        f"contents; move the write after the backward",
+                        # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
+                        data={"tape": tape_display_name(bwd),
+                              **({"conditional": True} if conditional_launch(reader) else {})},
+                        related=((reader.span, "read on the tape here"), (bwd.span, "backward here")),
+                    )
+            if tape is not None and ev.kind in DIFFERENTIABLE:
+                readers = reads.setdefault(tape, {})
+                for buf in true_reads(ev):
+                    first = readers.get(buf.root().id)
+                    if buf.grad_of is None and (first is None or conditional_launch(first)
+                                                and not conditional_launch(ev)):
+                        readers[buf.root().id] = ev  # a read that surely happens is the one to report

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
+from warpfix.model.facts import Trace
 from warpfix.model.grad_walk import early_read, takes_reference, walk_grads
 from warpfix.model.tapeflow import anchor, line_ref, runs_with, tape_display_name
 from warpfix.rules._tape_scope_examples import KERNELS
@@ -143,54 +144,53 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            events = trace.events
-            for idx, ev, states, pending in walk_grads(trace):
-                if ev.kind != "grad_read":
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        events = trace.events
+        for idx, ev, states, pending in walk_grads(trace):
+            if ev.kind != "grad_read":
+                continue
+            grad = next((b for b in ev.reads if b.grad_of is not None), None)
+            if grad is None or grad.grad_of is None:
+                continue
+            src = project.files.get(ev.span.path)
+            if src is None:
+                continue
+            if takes_reference(src.parents, ev.node):
+                continue
+            owner = grad.grad_of.root()
+            name = ev.name_of(grad)
+            early = early_read(events, idx, pending, src.parents)
+            if early is not None:
+                bwd = early[1]
+                if any(scope.tape == bwd.tape for scope in ev.tapes):
+                    continue  # inside that tape's own `with` block: an optimizer step on the tape (WF302)
+                where = anchor(ev, bwd)
+                yield self.finding(
+                    where,
+                    f"`{name}` is read before the backward that produces it "
+                    f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
+                    data={"tape": tape_display_name(bwd)},
+                    related=((bwd.span, "gradient produced here"),),
+                )
+            else:
+                st = states.get(owner.id)
+                if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
                     continue
-                grad = next((b for b in ev.reads if b.grad_of is not None), None)
-                if grad is None or grad.grad_of is None:
+                if st.replays:  # a graph launched since the zero may have replayed a backward
                     continue
-                src = project.files.get(ev.span.path)
-                if src is None:
+                if _asserts_zero(src.parents, ev.node):
                     continue
-                if takes_reference(src.parents, ev.node):
-                    continue
-                owner = grad.grad_of.root()
-                name = ev.name_of(grad)
-                early = early_read(events, idx, pending, src.parents)
-                if early is not None:
-                    bwd = early[1]
-                    if any(scope.tape == bwd.tape for scope in ev.tapes):
-                        continue  # inside that tape's own `with` block: an optimizer step on the tape (WF302)
-                    where = anchor(ev, bwd)
-                    yield self.finding(
-                        where,
-                        f"`{name}` is read before the backward that produces it "
-                        f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
-                        data={"tape": tape_display_name(bwd)},
-                        related=((bwd.span, "gradient produced here"),),
-                    )
-                else:
-                    st = states.get(owner.id)
-                    if st is None or st.zeroed is None or st.backward is None or not runs_with(st.zeroed, ev):
-                        continue
-                    if st.replays:  # a graph launched since the zero may have replayed a backward
-                        continue
-                    if _asserts_zero(src.parents, ev.node):
-                        continue
-                    zero = st.zeroed
-                    where = anchor(ev, zero)
-                    call = "reset" if zero.kind == "tape_reset" else "zero"
-                    yield self.finding(
-                        where,
-                        f"`{name}` is read after `{zero.detail.get('tape_name') or 'tape'}.{call}()` "
-                        f"({line_ref(zero.span, where)}) cleared the gradient of the backward at "
-                        f"{line_ref(st.backward.span, where)}: it reads zeros",
-                        data={"tape": tape_display_name(zero)},
-                        related=(
-                            (zero.span, "gradient cleared here"),
-                            (st.backward.span, "gradient produced here"),
-                        ),
-                    )
+                zero = st.zeroed
+                where = anchor(ev, zero)
+                call = "reset" if zero.kind == "tape_reset" else "zero"
+                yield self.finding(
+                    where,
+                    f"`{name}` is read after `{zero.detail.get('tape_name') or 'tape'}.{call}()` "
+                    f"({line_ref(zero.span, where)}) cleared the gradient of the backward at "
+                    f"{line_ref(st.backward.span, where)}: it reads zeros",
+                    data={"tape": tape_display_name(zero)},
+                    related=(
+                        (zero.span, "gradient cleared here"),
+                        (st.backward.span, "gradient produced here"),
+                    ),
+                )

@@ -150,7 +150,7 @@ def step(a: wp.array(dtype=float), s: float):
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "kernel", "func"):
             severity = reach.severity(kd, self.severity)

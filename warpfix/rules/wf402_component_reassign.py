@@ -211,7 +211,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         if project_overwrites(project):
             return
         for kd, src, fn, severity in iter_taped(project, self.severity):

@@ -172,7 +172,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "kernel", "func"):
             severity = reach.severity(kd, self.severity)

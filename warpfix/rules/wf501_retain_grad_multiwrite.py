@@ -8,17 +8,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
-from warpfix.model.duplicate_launches import RESET_KINDS, duplicate_launches, retain_spans
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.duplicate_launches import RESET_KINDS, trace_duplicates, trace_retained
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.hazards import event_modifies, event_overwrites, tape_ids
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
-
-
-def _duplicate_spans(project: Project) -> set[Span]:
-    return {rep.span for trace in project.traces for _, rep in duplicate_launches(trace)}
 
 
 class RetainGradMultiwrite(Rule):
@@ -117,31 +113,45 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        duplicates = _duplicate_spans(project)  # a repeated launch is WF502's finding, not a second writer
-        for trace in project.traces:
-            retained = retain_spans(trace)
-            writers: dict[
-                int, dict[int, list[tuple[Event, bool]]]
-            ] = {}  # tape -> buffer -> (event, overwrite)
-            buffers: dict[int, Buffer] = {}
-            for ev in trace.events:
-                if ev.kind in RESET_KINDS:
-                    tapes = list(writers) if ev.tape is None else [ev.tape]
-                    for tape in tapes:
-                        yield from self._judge(writers.pop(tape, {}), buffers, retained)
+    def begin(self, project: Project) -> None:
+        # a repeated launch is WF502's finding, not a second writer: the repeats of every trace count
+        self._duplicates: set[Span] = set()
+        # traces with a retained gradient: their retained buffers, and their resets and recorded writes
+        self._candidates: list[tuple[dict[int, Span], list[Event]]] = []
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        self._duplicates.update(rep.span for _, rep in trace_duplicates(trace))
+        retained = trace_retained(trace)
+        if retained:
+            kept = [ev for ev in trace.events if ev.kind in RESET_KINDS
+                    or (ev.recorded and any(b.id in retained for b, _ in event_modifies(ev)))]
+            self._candidates.append((retained, kept))
+        return iter(())
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        for retained, events in self._candidates:
+            yield from self._check_events(retained, events)
+
+    def _check_events(self, retained: dict[int, Span], events: list[Event]) -> Iterator[Finding]:
+        writers: dict[int, dict[int, list[tuple[Event, bool]]]] = {}  # tape -> buffer -> (event, overwrite)
+        buffers: dict[int, Buffer] = {}
+        for ev in events:
+            if ev.kind in RESET_KINDS:
+                tapes = list(writers) if ev.tape is None else [ev.tape]
+                for tape in tapes:
+                    yield from self._judge(writers.pop(tape, {}), buffers, retained)
+                continue
+            if not ev.recorded or ev.span in self._duplicates:
+                continue
+            over = {b.id for b, _ in event_overwrites(ev)}
+            for buf, _ in event_modifies(ev):
+                if buf.id not in retained:
                     continue
-                if not ev.recorded or ev.span in duplicates:
-                    continue
-                over = {b.id for b, _ in event_overwrites(ev)}
-                for buf, _ in event_modifies(ev):
-                    if buf.id not in retained:
-                        continue
-                    buffers[buf.id] = buf
-                    for tape in tape_ids(ev):
-                        writers.setdefault(tape, {}).setdefault(buf.id, []).append((ev, buf.id in over))
-            for per_tape in writers.values():
-                yield from self._judge(per_tape, buffers, retained)
+                buffers[buf.id] = buf
+                for tape in tape_ids(ev):
+                    writers.setdefault(tape, {}).setdefault(buf.id, []).append((ev, buf.id in over))
+        for per_tape in writers.values():
+            yield from self._judge(per_tape, buffers, retained)
 
     def _judge(
         self,

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.duplicate_launches import accumulates_only, duplicate_launches, retain_spans
+from warpfix.model.duplicate_launches import accumulates_only, trace_duplicates, trace_retained
 from warpfix.model.hazards import overwritten_params
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 
 class DuplicateLaunch(Rule):
@@ -102,43 +103,42 @@ tape.backward(loss)
         )
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            keeps = retain_spans(trace)
-            for first, repeat in duplicate_launches(trace):
-                kd = repeat.kernel
-                assert kd is not None
-                retained = sorted(
-                    repeat.name_of(b)
-                    for p, b in repeat.binding.items()
-                    if p in overwritten_params(kd) and b.id in keeps
-                )
-                message = (
-                    f"kernel `{kd.name}` is launched again with the same arguments as at line {first.span.line} "
-                    "and nothing it reads changed in between"
-                )
-                if accumulates_only(kd):
-                    into = ", ".join(f"`{repeat.name_of(b)}`" for p, b in repeat.binding.items()
-                                     if kd.params[p].accumulated)
-                    yield self.finding(
-                        repeat.span,
-                        f"{message}: it accumulates into {into} a second time, so the forward counts the "
-                        "contribution twice and backward hands its inputs the adjoint twice",
-                        severity=Severity.ERROR,
-                        fix_safety=FixSafety.NONE,
-                        fix_description="delete the repeat if it was pasted by mistake (this changes the forward "
-                        "values, so it is not automatic)",
-                        data={"accumulates": True},
-                        related=((first.span, "first launch"),),
-                    )
-                    continue
-                if retained:
-                    message += f"; `{', '.join(retained)}` keeps its gradient, so the inputs receive it twice"
-                else:
-                    message += ": the repeat only doubles the adjoint work"
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        keeps = trace_retained(trace)
+        for first, repeat in trace_duplicates(trace):
+            kd = repeat.kernel
+            assert kd is not None
+            retained = sorted(
+                repeat.name_of(b)
+                for p, b in repeat.binding.items()
+                if p in overwritten_params(kd) and b.id in keeps
+            )
+            message = (
+                f"kernel `{kd.name}` is launched again with the same arguments as at line {first.span.line} "
+                "and nothing it reads changed in between"
+            )
+            if accumulates_only(kd):
+                into = ", ".join(f"`{repeat.name_of(b)}`" for p, b in repeat.binding.items()
+                                 if kd.params[p].accumulated)
                 yield self.finding(
                     repeat.span,
-                    message,
-                    severity=Severity.ERROR if retained else None,
+                    f"{message}: it accumulates into {into} a second time, so the forward counts the "
+                    "contribution twice and backward hands its inputs the adjoint twice",
+                    severity=Severity.ERROR,
+                    fix_safety=FixSafety.NONE,
+                    fix_description="delete the repeat if it was pasted by mistake (this changes the forward "
+                    "values, so it is not automatic)",
+                    data={"accumulates": True},
                     related=((first.span, "first launch"),),
                 )
+                continue
+            if retained:
+                message += f"; `{', '.join(retained)}` keeps its gradient, so the inputs receive it twice"
+            else:
+                message += ": the repeat only doubles the adjoint work"
+            yield self.finding(
+                repeat.span,
+                message,
+                severity=Severity.ERROR if retained else None,
+                related=((first.span, "first launch"),),
+            )

@@ -284,16 +284,15 @@ def simulate(state, thrust, loss):
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        for trace in project.traces:
-            for loop in trace.loops.values():
-                if not (loop.contains_backward and loop.contains_tape):
-                    continue
-                for w0, w1 in iterations(trace, loop.id):
-                    finding = self._window_pair(trace, loop, w0, w1)
-                    if finding is not None:
-                        yield finding
-                        break
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        for loop in trace.loops.values():
+            if not (loop.contains_backward and loop.contains_tape):
+                continue
+            for w0, w1 in iterations(trace, loop.id):
+                finding = self._window_pair(trace, loop, w0, w1)
+                if finding is not None:
+                    yield finding
+                    break
 
     def _window_pair(self, trace: Trace, loop: Loop, w0: Window, w1: Window) -> Finding | None:
         events = trace.events

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project, SourceFile
-from warpfix.model.facts import Event, Loop
+from warpfix.model.facts import Event, Loop, Trace
 from warpfix.model.tapeflow import Window, iterations, line_ref, outputs, tape_of
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -173,36 +173,37 @@ tape.backward(loss)
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
-        ints: dict[str, dict[str, set[int | None]]] = {}
-        for trace in project.traces:
-            for loop in trace.loops.values():
-                src = project.files.get(loop.span.path)
-                if src is None:
+    def begin(self, project: Project) -> None:
+        self._ints: dict[str, dict[str, set[int | None]]] = {}  # path -> its integer assignments
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        for loop in trace.loops.values():
+            src = project.files.get(loop.span.path)
+            if src is None:
+                continue
+            if src.path not in self._ints:
+                self._ints[src.path] = _int_assignments(src)
+            count = _trip_count(loop, self._ints[src.path])
+            if count is None or not 2 <= count[0] <= MAX_TRUNCATED:
+                continue
+            for w0, w1 in iterations(trace, loop.id):
+                hit = _self_feeding(trace.events, w0, w1)
+                if hit is None:
                     continue
-                if src.path not in ints:
-                    ints[src.path] = _int_assignments(src)
-                count = _trip_count(loop, ints[src.path])
-                if count is None or not 2 <= count[0] <= MAX_TRUNCATED:
+                launch, solution = hit
+                kernel = launch.kernel.name if launch.kernel else "?"
+                if not _solver_hint(kernel, count[1], loop.var):
                     continue
-                for w0, w1 in iterations(trace, loop.id):
-                    hit = _self_feeding(trace.events, w0, w1)
-                    if hit is None:
-                        continue
-                    launch, solution = hit
-                    kernel = launch.kernel.name if launch.kernel else "?"
-                    if not _solver_hint(kernel, count[1], loop.var):
-                        continue
-                    yield self.finding(
-                        loop.span,
-                        f"iterative solve on the tape: {count[0]} sweeps of `{kernel}` "
-                        f"({line_ref(launch.span, loop.span)}) update `{solution}` from its previous iterate "
-                        f"and are differentiated by backward: the gradient is that of the {count[0]}-sweep "
-                        f"truncated map, not of the converged solution",
-                        data={"kernel": kernel, "iterations": count[0], "solution": solution},
-                        related=((launch.span, "solver sweep recorded here"),),
-                    )
-                    break
+                yield self.finding(
+                    loop.span,
+                    f"iterative solve on the tape: {count[0]} sweeps of `{kernel}` "
+                    f"({line_ref(launch.span, loop.span)}) update `{solution}` from its previous iterate "
+                    f"and are differentiated by backward: the gradient is that of the {count[0]}-sweep "
+                    f"truncated map, not of the converged solution",
+                    data={"kernel": kernel, "iterations": count[0], "solution": solution},
+                    related=((launch.span, "solver sweep recorded here"),),
+                )
+                break
 
 
 def _warm_started(before: list[Event], launch: Event, param: str) -> bool:

@@ -214,7 +214,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity):
             for node in function_body_nodes(fn):
                 if not isinstance(node, ast.Call) or len(node.args) != 3 or node.keywords:

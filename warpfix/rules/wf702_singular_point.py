@@ -188,7 +188,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity):
             parents = _parents(fn)
             norms = _norm_locals(src, fn)

@@ -125,7 +125,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity, kinds=("kernel",)):
             flow = Flow(src, kd, fn)
             reported: set[int] = set()

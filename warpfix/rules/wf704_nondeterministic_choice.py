@@ -128,7 +128,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity):
             loop_vars: set[str] = set()
             for node in function_body_nodes(fn):

@@ -103,7 +103,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "func_grad"):
             # A custom adjoint exists only to be differentiated: report it unless the project

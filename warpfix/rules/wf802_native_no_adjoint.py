@@ -120,7 +120,7 @@ with wp.Tape() as tape:
         ),
     ]
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         callers = _call_sites(project)
         for kd, src, fn, severity in iter_taped(project, self.severity, kinds=("func_native",)):
             dec = _native_decorator(src, fn)

@@ -212,7 +212,7 @@ with wp.Tape() as tape:
             return None
         return name, ast.unparse(node.value.args[index])
 
-    def check(self, project: Project) -> Iterator[Finding]:
+    def check_project(self, project: Project) -> Iterator[Finding]:
         replayed = _replayed(project)
         slot_funcs = _slot_funcs(project, replayed)
         for kd, src, fn, severity in iter_taped(project, self.severity):
