@@ -310,9 +310,18 @@ class FindingCommand(VisitorBasedCodemodCommand):
             raise self.not_applicable(f"{where}: {arg.value} is not a local of {func.name.value}()")
 
     def refuse_if_captured(self, arg: cst.BaseExpression, line: cst.BaseStatement, where: str) -> None:
-        """Raise :class:`NotApplicable` when a graph capture runs ``line``: a replay of the graph reruns
-        the captured launches on the arrays of the first run, not the rebinding of ``arg``
-        (:mod:`codemods._capture`). No strategy that rebinds nothing applies to these rewrites."""
+        """Raise :class:`NotApplicable` when a graph capture runs ``line`` and ``arg`` outlives the call:
+        a replay of the graph reruns the captured launches on the arrays of the first run, not the
+        rebinding, while code outside the graph (an optimizer step, a reset) works on what the
+        attribute, element or module-level name holds after it (:mod:`codemods._capture`). A local
+        name of a function is rebound for that run alone: every later use of it is captured too, on
+        the arrays the capture saw, so it stays fixable. No strategy that rebinds nothing applies."""
+        func = self.enclosing(line, cst.FunctionDef)
+        if isinstance(arg, cst.Name) and func is not None and not any(
+            isinstance(n, (cst.Global, cst.Nonlocal)) and any(a.name.value == arg.value for a in n.names)
+            for n in self.nodes(func.body, (cst.Global, cst.Nonlocal))
+        ):
+            return
         filename = self.context.filename or ""
         start = capture_at(self.tree.code, self.pos(line).start.line)
         if start is not None:

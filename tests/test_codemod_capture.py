@@ -65,20 +65,18 @@ BEGIN_END = KERNEL + textwrap.dedent("""\
 HELPER = KERNEL + textwrap.dedent("""\
 
 
-    def run(x):
-        wp.launch(squash, dim=4, inputs=[x])
-        return x
+    def step(state):
+        wp.launch(squash, dim=4, inputs=[state.x])
 """)
 
 MAIN = textwrap.dedent("""\
     import warp as wp
 
-    from sim import run
+    from sim import step
 
-    x = wp.zeros(4, dtype=float, requires_grad=True)
     with wp.ScopedCapture() as cap:
         with wp.Tape():
-            x = run(x)
+            step(state)
 """)
 
 
@@ -86,7 +84,7 @@ MAIN = textwrap.dedent("""\
     pytest.param({"sim.py": CLASS}, "forward(), which the graph captured at sim.py:15 runs, cannot rebind self.x",
                  id="method called from a ScopedCapture"),
     pytest.param({"sim.py": BEGIN_END}, "the graph captured at line 12 cannot rebind x", id="capture_begin/end"),
-    pytest.param({"sim.py": HELPER, "main.py": MAIN}, "run(), which the graph captured at main.py:6 runs",
+    pytest.param({"sim.py": HELPER, "main.py": MAIN}, "step(), which the graph captured at main.py:5 runs",
                  id="helper of another file"),
 ])
 def test_a_rebinding_a_capture_runs_is_refused(sources: dict[str, str], why: str) -> None:
@@ -103,25 +101,35 @@ def test_the_same_code_without_a_capture_is_fixed() -> None:
     assert "        self.x = x_out\n" in result.new_sources["sim.py"]
 
 
+def test_a_local_of_a_captured_function_is_fixed() -> None:
+    """A local name lives for one run of the function: all its later uses are captured too, on the
+    arrays the capture saw, so rebinding it is right on the graph path as well."""
+    local = CLASS.replace("wp.launch(squash, dim=4, inputs=[self.x])",
+                          "x = wp.zeros(4, dtype=float, requires_grad=True)\n"
+                          "        wp.launch(squash, dim=4, inputs=[x])\n        self.y = x")
+    result = compute_edits({"sim.py": local}, [finding("WF106", "sim.py", STORE)])
+    assert result.skipped == []
+    assert "        x = x_out\n        self.y = x\n" in result.new_sources["sim.py"]
+
+
 def test_wf103_rotation_in_a_captured_function_is_refused() -> None:
     text = textwrap.dedent("""\
         import warp as wp
 
 
-        def step(a, b):
-            a = b
-            return a
+        def step(state):
+            state.a = state.b
 
 
         with wp.ScopedCapture() as cap:
-            step(None, None)
+            step(None)
     """)
     result = compute_edits({"sim.py": text}, [finding("WF103", "sim.py", 5)])
     [(_, reason)] = result.skipped
-    assert "step(), which the graph captured at sim.py:9 runs, cannot rebind b" in reason
+    assert "step(), which the graph captured at sim.py:8 runs, cannot rebind state.b" in reason
 
 
 def test_captured_functions_follow_calls_by_name_across_files() -> None:
     found = captured_functions({"a.py": MAIN, "sim.py": HELPER + "\n\ndef unused():\n    pass\n"})
-    assert found == {"run": ("a.py", 6), "Tape": ("a.py", 6), "launch": ("a.py", 6)}
+    assert found == {"step": ("a.py", 5), "Tape": ("a.py", 5), "launch": ("a.py", 5)}
     assert captured_functions({"sim.py": HELPER}) == {}  # no capture anywhere
