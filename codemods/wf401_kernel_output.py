@@ -26,8 +26,10 @@ rebinding the old struct's field would change what earlier launches differentiat
 Skipped with a reason when not mechanical: the write is in a loop, stores use different
 indices, the parameter is written outside that statement or passed to a call, a launch
 does not pass literal ``inputs``/``outputs`` lists, an argument is not rebindable (a call,
-or a parameter of the enclosing function whose caller would not see the rebinding), or
-the kernel is used other than as the kernel of a ``wp.launch``.
+or a parameter of the enclosing function whose caller would not see the rebinding), the
+program reads the argument's ``.grad`` (an optimizer step: after the rebinding it would read the
+new output's gradient, which the backward clears), a graph capture runs the launch
+(``codemods._capture``), or the kernel is used other than as the kernel of a ``wp.launch``.
 """
 
 from __future__ import annotations
