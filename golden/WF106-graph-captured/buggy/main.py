@@ -8,8 +8,9 @@ so the backward reads the clamped values where it needs the original ones.
 
 The usual fix (a fresh output, the name rebound after the launch) is wrong here: the graph
 replays the launches on the arrays of its capture and never the rebinding, so the optimizer
-would update an array the replays no longer read. ``warpfix apply`` refuses; fixed/ shows the
-fix by hand (a buffer allocated before the capture)."""
+would update an array the replays no longer read (and, run eagerly, it would read the new
+output's gradient, which the backward clears). ``warpfix apply`` refuses; fixed/ shows the fix
+by hand (a buffer allocated before the capture)."""
 
 import sys
 
