@@ -72,6 +72,7 @@ class RotateBuffers(FindingCommand):
         if any(self.nodes(assign, cst.Call)):
             raise self.not_applicable("the rebinding calls a function")
         target, value = self.code(assign.targets[0].target), self.code(assign.value)
+        self.refuse_if_captured(assign.value, self.statement_of(assign), f"line {self.line}")
         if _true(self.data.get("recorded")):
             line = self.parent(assign)
             if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:

@@ -26,8 +26,10 @@ rebinding the old struct's field would change what earlier launches differentiat
 Skipped with a reason when not mechanical: the write is in a loop, stores use different
 indices, the parameter is written outside that statement or passed to a call, a launch
 does not pass literal ``inputs``/``outputs`` lists, an argument is not rebindable (a call,
-or a parameter of the enclosing function whose caller would not see the rebinding), or
-the kernel is used other than as the kernel of a ``wp.launch``.
+or a parameter of the enclosing function whose caller would not see the rebinding), the
+program reads the argument's ``.grad`` (an optimizer step: after the rebinding it would read the
+new output's gradient, which the backward clears), a graph capture runs the launch
+(``codemods._capture``), or the kernel is used other than as the kernel of a ``wp.launch``.
 """
 
 from __future__ import annotations
@@ -445,6 +447,7 @@ class KernelOutput(FindingCommand):
             raise self.not_applicable(f"{where} binds fewer arguments than the kernel has")
         arg = bound[self.index]
         self.check_rebindable(arg, line, where, through_return=True)
+        self._refuse_a_read_gradient(arg, line, where)
 
         alias = self.code(call.func.value) if isinstance(call.func, cst.Attribute) else "wp"
         scope = self.enclosing(call, cst.FunctionDef) or self.tree
@@ -465,6 +468,22 @@ class KernelOutput(FindingCommand):
             self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
             self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
         self.append_output(call, outputs, fresh)
+
+    def _refuse_a_read_gradient(self, arg: cst.BaseExpression, line: cst.BaseStatement, where: str) -> None:
+        """Refuse when the program reads ``<arg>.grad`` (an optimizer step on the array the kernel
+        updates in place): after the rebinding that is the gradient of the new output, which Warp
+        clears once the kernel's backward has used it, not the gradient of the array the launch
+        read. A local name is looked for in its function, an attribute or element in the file."""
+        text = self.code(arg)
+        func = self.enclosing(line, cst.FunctionDef) if isinstance(arg, cst.Name) else None
+        scope = self.code(func) if func is not None else self.tree.code
+        if re.search(rf"(?<![\w.]){re.escape(text)}\s*\.\s*grad\b", scope):
+            raise self.not_applicable(
+                f"{where}: the program reads {text}.grad; after rebinding {text} to the new output that "
+                "would be the output's gradient, which the backward clears, not the gradient of the array "
+                "the launch reads"
+            )
+
 
 def _stem(place: str) -> str:
     """A name derived from a place: ``nxt`` for ``nxt``, ``state`` for ``self.state``, ``s`` for ``s[0]``."""

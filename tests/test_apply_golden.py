@@ -22,7 +22,9 @@ from warpfix.engine import parse_version
 GOLDEN = REPO / "golden"
 
 
-def _cases() -> list:
+def _cases(refused: bool = False) -> list:
+    """The cases whose ``fixed/`` is ``apply``'s rewrite (``refused``: those whose codemod refuses,
+    ``"refused"`` in case.json giving the reason, and whose ``fixed/`` is by hand)."""
     out = []
     for case in sorted(GOLDEN.glob("WF*/case.json")):
         folder = case.parent
@@ -30,6 +32,11 @@ def _cases() -> list:
             spec = json.loads(case.read_text(encoding="utf-8"))
             rule = spec["rule"]
             if rule not in COMMANDS:  # no rewrite (WF804 is found at run time): fixed/ is by hand
+                continue
+            if ("refused" in spec) != refused:
+                continue
+            if refused:
+                out.append(pytest.param(folder, rule, spec["refused"], id=folder.name))
                 continue
             version = parse_version(spec["warp_version"]) if spec.get("warp_version") else None
             out.append(pytest.param(folder, rule, version, id=folder.name))
@@ -52,3 +59,18 @@ def test_apply_matches_fixed(
     fixed = {**_texts(work), **{Path(p).as_posix(): t for p, t in result.changed.items()}}
     assert fixed == _texts(folder / "fixed"), [(e.finding.rule, e.finding.line, e.reason) for e in result.edits]
     assert not [e for e in result.edits if not e.kept and e.finding.rule == rule]
+
+
+@pytest.mark.parametrize(("folder", "rule", "why"), _cases(refused=True))
+def test_apply_refuses_where_the_fix_is_by_hand(
+    folder: Path, rule: str, why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WF106-graph-captured: the launch runs in a graph capture, which would never replay the
+    rebinding the codemod makes; ``apply`` changes nothing and says why."""
+    work = tmp_path / "buggy"
+    shutil.copytree(folder / "buggy", work)
+    monkeypatch.chdir(work)
+    result = plan_fixes(["."], selection=Selection(select=[rule], use_cache=False))
+    assert result.errors == [] and result.changed == {}
+    reasons = [e.reason for e in result.edits if e.finding.rule == rule]
+    assert reasons and all(why in r for r in reasons), reasons

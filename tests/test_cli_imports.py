@@ -58,3 +58,16 @@ def test_heavy_modules_only_when_used(tmp_path: Path, args: list[str], allowed: 
     assert code in (0, 1)
     assert "warpfix.cli" in modules
     assert not {m for m in HEAVY if m in modules} - set(allowed)
+
+
+def test_python_m_warpfix_in_a_folder_that_shadows_the_standard_library(tmp_path: Path) -> None:
+    """``python -m warpfix`` run inside a folder holding ``math.py`` and ``types.py`` (newton's own
+    package folder has both): ``-m`` puts the folder first on ``sys.path``; before, the standard
+    library's ``import math`` got the folder's module and the check died with a traceback."""
+    (tmp_path / "math.py").write_text("raise ImportError('the folder shadowed the standard library')\n")
+    (tmp_path / "types.py").write_text("raise ImportError('the folder shadowed the standard library')\n")
+    (tmp_path / "fit.py").write_text(BUGGY)
+    proc = subprocess.run([sys.executable, "-m", "warpfix", "check", "--no-cache", "--output-format", "json",
+                           "fit.py"], cwd=tmp_path, capture_output=True, text=True, env=env(), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert [f["rule"] for f in json.loads(proc.stdout)["findings"]] == ["WF401"]

@@ -19,12 +19,14 @@ launch).
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, KernelDef, Trace
+from warpfix.model.project_files import package_root
 from warpfix.model.tapeflow import conditional_launch
 
 if TYPE_CHECKING:
@@ -576,8 +578,9 @@ def trace_hazards(project: Project, trace: Trace, rule_id: str) -> tuple[list[Ha
     now: list[Hazard] = []
     later: list[Hazard] = []
     for hz, owner in found:  # type: ignore[attr-defined]
-        if owner == rule_id:
-            (later if hz.conditional or hz.library_in_place else now).append(hz)
+        if owner != rule_id or (hz.library_in_place and _own_library(hz)):
+            continue
+        (later if hz.conditional or hz.library_in_place else now).append(hz)
     return now, later
 
 
@@ -597,6 +600,16 @@ class HazardStream:
 
     def rest(self) -> list[Hazard]:
         return self.later
+
+
+def _own_library(hz: Hazard) -> bool:
+    """The library whose own chaining holds the hazard is the package of the calling file itself
+    (``check newton/tests`` replays ``newton``'s solver from its summary). ``check`` of the whole
+    package follows that code as the project's and reports it at the library's own lines, if at
+    all; at the caller's line it would appear only because the rest of the package was not given."""
+    top = str(hz.write.event.detail.get("library", "")).partition(".")[0]
+    root = package_root(hz.write.event.span.path)
+    return bool(top) and root is not None and os.path.basename(root) == top
 
 
 def read_related(hz: Hazard) -> tuple[tuple[Span, str], ...]:
