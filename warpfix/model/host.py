@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
+from warpfix.model.grad_reads import grad_owner
 from warpfix.model.library import LibraryIndex, Op, Summary, parse_path
 from warpfix.model.project_files import ProjectKernels, ProjectModules
 from warpfix.model.source import SourceFile
@@ -183,6 +184,14 @@ class HostInterpreter:
                     child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
             obj.attrs[name] = child
         return child
+
+    def grad_read(self, v: Val, e: ast.expr, owner: ast.expr, src: SourceFile) -> Val:
+        """Record a read of gradient ``v`` (``x.grad``, ``tape.gradients[x]``: :mod:`warpfix.model.grad_reads`)."""
+        if v.buf is not None and v.buf.grad_of is not None:
+            if v.buf.grad_of.requires_grad is None:
+                v.buf.grad_of.requires_grad = True  # its gradient is used, so it has one
+            self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)}, detail={"owner": _text(owner)})
+        return v
 
     def item(self, obj: Val, key: str) -> Val:
         key = _normalise_index(obj, key)
@@ -824,13 +833,13 @@ class HostInterpreter:
                 # maybe a computed property of a project class: not one stable value
                 return self.new(f"{owner.label}.{e.attr}")
             v = self.attr(owner, e.attr)
-            if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
-                if v.buf.grad_of.requires_grad is None:
-                    v.buf.grad_of.requires_grad = True  # its gradient is used, so it has one
-                self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
-                          detail={"owner": _text(e.value)})
+            if e.attr == "grad":
+                self.grad_read(v, e, e.value, src)
             return v
         if isinstance(e, ast.Subscript):
+            owner_node = grad_owner(e)
+            if owner_node is not None:  # tape.gradients[x]: x.grad
+                return self.grad_read(self.attr(self.eval(owner_node, frame), "grad"), e, owner_node, src)
             base = self.eval(e.value, frame)
             if isinstance(e.slice, ast.Slice) and base.kind == "list":
                 sliced = self.list_slice(base, e.slice, frame)
@@ -1031,6 +1040,11 @@ class HostInterpreter:
                 return self.library_call(f"warp.{wn}", e, frame)
             return self.warp_call(wn.rpartition(".")[2], e, frame)
         if isinstance(e.func, ast.Attribute):
+            owner_node = grad_owner(e)
+            if owner_node is not None:  # tape.gradients.get(x): x.grad
+                for a in e.args[1:]:
+                    self.eval(a, frame)
+                return self.grad_read(self.attr(self.eval(owner_node, frame), "grad"), e, owner_node, src)
             return self.method_call(e, frame)
         callee = self.eval(e.func, frame)
         if callee.kind == "lib" and isinstance(callee.value, str):
