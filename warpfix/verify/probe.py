@@ -45,6 +45,7 @@ import numpy as np
 from .adjoint import check_custom_adjoints
 from .adjoint import install_hook as install_adjoint_hook
 from .fd import FiniteDifferences
+from .leftovers import Leftovers
 from .records import (
     ArrayInfo,
     BackwardRecord,
@@ -182,6 +183,10 @@ class Tracer(FiniteDifferences):
         self.tape_start: int | None = None  # op index of the window's first taped operation
         self.tape_state: dict[int, Any] = {}  # info.order -> contents of the arrays known at tape_start
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
+        self.leftovers = Leftovers(  # WF903 at the read of a consumed gradient summed into again
+            lambda path, line, msg, data: self.add_finding("WF903", path, line, msg, ("WF903", path, line),
+                                                           classified_as="WF301", **data),
+            lambda arr: self.name_of(arr, self.user_frame()) or getattr(self.arrays.get(id(arr)), "name", "array"))
 
     # ----------------------------------------------------------------- plumbing
     @contextmanager
@@ -534,6 +539,8 @@ class Tracer(FiniteDifferences):
         once before (when it may be read, or written unknowingly) and once after (unless read-only)."""
         if not self.natives_hooked:
             self.hook_natives()
+        with self.paused():
+            self.leftovers.read([a for a, may_read, *_ in arrays if may_read], self.site)
         if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
             # result is a constant of the window, captured by the snapshot at the next touch
@@ -896,6 +903,8 @@ class Tracer(FiniteDifferences):
 
     def on_numpy(self, orig: Callable, arr: Any, *args: Any, **kwargs: Any) -> Any:
         if self.tracing():
+            with self.paused():
+                self.leftovers.read([arr], self.site)
             if self.grads.get(id(arr)) is arr:
                 self.host_grad_read = True
             elif arr.requires_grad and id(arr) not in self.host_reads:
@@ -977,7 +986,9 @@ class Tracer(FiniteDifferences):
             objective = Objective(seeds, how)
             value = objective.value()
             before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}
+            self.leftovers.before_backward()
             result = orig(tape, loss, grads)
+            self.leftovers.after_backward(tape, site, self.is_array)
             ad = {id(i): flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
             self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
             entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
