@@ -1085,20 +1085,26 @@ class HostInterpreter:
             self.inline(found[0], found[1], [obj, *args], kwargs, e, caller_src=src, bound_self=True)
         return obj
 
+    def grad_receiver(self, recv: ast.expr, frame: _Frame) -> Val | None:
+        """The gradient ``recv`` names without reading it: ``x.grad``, ``tape.gradients[x]``, a local."""
+        owner_node = grad_owner(recv)
+        if owner_node is not None:
+            return self.attr(self.eval(owner_node, frame), "grad")
+        return frame.locals.get(recv.id) if isinstance(recv, ast.Name) else None
+
     def method_call(self, e: ast.Call, frame: _Frame) -> Val:
         src = frame.src
         assert isinstance(e.func, ast.Attribute)
         name = e.func.attr
         recv_node = e.func.value
         # x.grad.zero_() / x.grad.fill_()
-        if name in ("zero_", "fill_", "assign") and isinstance(recv_node, ast.Attribute) and recv_node.attr == "grad":
-            owner = self.eval(recv_node.value, frame)
-            grad = self.attr(owner, "grad")
+        # x.grad.zero_() / tape.gradients[x].fill_() / g.zero_() on a local bound to a gradient
+        grad = self.grad_receiver(recv_node, frame) if name in ("zero_", "fill_", "assign") else None
+        if grad is not None and grad.buf is not None and grad.buf.grad_of is not None:
             args = [self.eval(a, frame) for a in e.args]
             reads = [self.buffer(a) for a in args if a.buf is not None]
-            self.emit("grad_zero", e, src, writes=[self.buffer(grad)], reads=reads,
-                      names={grad.id: _text(recv_node)}, detail={"owner": self.buffer(owner).id,
-                                                                       "method": name})
+            self.emit("grad_zero", e, src, writes=[grad.buf], reads=reads,
+                      names={grad.id: _text(recv_node)}, detail={"owner": grad.buf.grad_of.id, "method": name})
             return self.new("None", "const")
         if _is_super(recv_node) and frame.self_val is not None and frame.fn is not None:
             found = self.super_method(frame, name)
