@@ -40,7 +40,7 @@ class Example:
         self.target = wp.array([wp.quat_rotate(q, wp.vec3(*p)) for p in self.points.numpy()], dtype=wp.vec3)
         self.body = Body()
         self.body.rot = wp.array([wp.quat_identity()], dtype=wp.quat, requires_grad=True)
-        self.body.pos = wp.zeros(1, dtype=wp.vec3, requires_grad=True)
+        self.body.pos = wp.zeros(1, dtype=wp.vec3)
         self.out = wp.zeros(N, dtype=wp.vec3, requires_grad=True)
         self.loss = wp.zeros(1, dtype=float, requires_grad=True)
         self.tape = None
