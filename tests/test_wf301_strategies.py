@@ -213,3 +213,20 @@ def test_planted_missing_zero_is_fixed_where_the_gradient_is_consumed(
     indent = after[: len(after) - len(after.lstrip())]
     assert after + indent + stmt + "\n" in fixed
     assert fixed.count(stmt) == buggy.count(stmt) + 1
+
+
+def test_a_returned_gradient_is_zeroed_at_its_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``return tape.gradients[w]`` consumed by the caller's update: found at the backward, fixed by
+    ``g.zero_()`` after the caller's last use of ``g``; the fixed program has no finding (apply twice is a
+    no-op)."""
+    text = (Path(__file__).parent / "verify_programs" / "returned_grad.py").read_text(encoding="utf-8")
+    (tmp_path / "main.py").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [(e.finding.rule, e.finding.line, e.kept) for e in result.edits] == [
+        ("WF301", _line(text, "tape.backward(loss)"), True)]
+    assert "zero at the caller" in result.edits[0].reason
+    fixed = next(iter(result.changed.values()))
+    assert fixed == _mutate(text, "inputs=[w, g, 0.01])\n", "inputs=[w, g, 0.01])\n    g.zero_()\n")
+    (tmp_path / "main.py").write_text(fixed, encoding="utf-8")
+    assert plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False)).edits == []
