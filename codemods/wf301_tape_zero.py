@@ -90,8 +90,12 @@ class ZeroTape(FindingCommand):
             return
         if func is not None and self._zero_after_consumer(stmt, func, tape):
             return
-        if func is not None and self._zero_at_caller(func):
-            return
+        caller = "nothing reads it at the caller of a function returning it"
+        try:
+            if func is not None and self._zero_at_caller(func):
+                return
+        except NotApplicable as exc:
+            caller = str(exc)
         arrays = self.data["arrays"]
         if isinstance(arrays, str):
             arrays = [a.strip() for a in arrays.split(",") if a.strip()]
@@ -104,8 +108,8 @@ class ZeroTape(FindingCommand):
             except NotApplicable as exc:
                 unnamed = str(exc)
         raise self.not_applicable(
-            "no statement after the backward reads a gradient (in its function, in a method calling it, or "
-            f"at the caller of a function returning it), the backward is not in a loop of its function, and {unnamed}"
+            "the backward is not in a loop of its function, no statement after it reads a gradient (in its "
+            f"function or a method calling it), {caller}, and {unnamed}"
         )
 
     # -- strategies -----------------------------------------------------------------------
