@@ -52,11 +52,15 @@ class Leftovers:
         self.candidates: dict[int, _Produced] = {}
 
     def before_backward(self) -> None:
-        """The consumed gradients still holding an earlier backward's values, non-zero."""
+        """The consumed gradients still holding an earlier backward's values, non-zero. A gradient changed
+        since (zeroed, seeded by hand) is no longer that backward's: it is not followed further."""
         self.candidates = {}
-        for ptr, p in self.produced.items():
-            if p.consumed and digest(p.grad) == p.digest and np.any(p.grad.numpy() != 0):
+        for ptr, p in list(self.produced.items()):
+            if digest(p.grad) != p.digest:
+                del self.produced[ptr]
+            elif p.consumed and np.any(p.grad.numpy() != 0):
                 self.candidates[ptr] = p
+        self.summed = {ptr: s for ptr, s in self.summed.items() if self.produced.get(ptr) is s.produced}
 
     def after_backward(self, tape: Any, site: str, is_array: Callable[[Any], bool]) -> None:
         """The candidates this backward added into are leftovers; its gradients are followed from here."""
