@@ -1097,7 +1097,6 @@ class HostInterpreter:
         assert isinstance(e.func, ast.Attribute)
         name = e.func.attr
         recv_node = e.func.value
-        # x.grad.zero_() / x.grad.fill_()
         # x.grad.zero_() / tape.gradients[x].fill_() / g.zero_() on a local bound to a gradient
         grad = self.grad_receiver(recv_node, frame) if name in ("zero_", "fill_", "assign") else None
         if grad is not None and grad.buf is not None and grad.buf.grad_of is not None:
