@@ -15,6 +15,10 @@ Strategies, tried in this order (the applied one is named in the report):
   backward lies in one arm of one ``if`` (checkpoint segments: ``if segment_index > 0:`` hands
   the gradients on to the next segment, and the last segment's are left for the caller),
   ``<tape>.zero()`` after the last read in that arm, never in the others;
+* **zero at the method's caller**: that loop already zeroes ``self.<tape>`` where it hands gradients
+  on (checkpoint segments) and the gradient it leaves is its caller's: at each loop calling the
+  method on an instance of its class (``example = Example(...)``), ``example.<tape>.zero()``
+  after that loop's last gradient read (the optimizer step);
 * **zero after the last consumer**: a backward in no loop of its function (a fresh local tape per
   call, a ``self.<tape>`` in ``step()`` run by a loop elsewhere): ``<tape>.zero()`` after the
   last statement of the function that reads a gradient once the backward has run (in that
@@ -78,6 +82,8 @@ class ZeroTape(FindingCommand):
         if loop is not None and isinstance(loop.body, cst.IndentedBlock):
             body = list(loop.body.body)
             if any(self._calls(s, tape, ("zero", "reset")) for s in body):
+                if func is not None and tape.startswith("self.") and self._zero_at_method_callers(func, tape):
+                    return
                 raise self.not_applicable(f"the loop already calls {tape}.zero()")
             place = self._last_consumer(stmt, loop.body)
             if place is not None and place[1]:
@@ -224,6 +230,41 @@ class ZeroTape(FindingCommand):
         if edits:
             self.summary(f"zero at the caller: {name}() returns the gradient array; `<name>.zero_()` after its last "
                          f"use at {len(edits)} call site(s)")
+        return bool(edits)
+
+    def _zero_at_method_callers(self, func: cst.FunctionDef, tape: str) -> bool:
+        """The method's own loop already zeroes ``self.<tape>`` where it hands gradients on (checkpoint
+        segments), and what it leaves is its caller's to consume: at each loop that calls it on an instance
+        of its class (``example = Example(...)``; ``for ...: example.backward()``), ``example.<tape>.zero()``
+        after the loop's last gradient read (the optimizer step)."""
+        cls = self.enclosing(func, cst.ClassDef)
+        if cls is None:
+            return False
+        instances = {
+            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
+            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
+            and self.code(a.value.func) == cls.name.value
+        }
+        edits = []
+        for call in self.nodes(self.tree, cst.Call):
+            f = call.func
+            if not (isinstance(f, cst.Attribute) and f.attr.value == func.name.value
+                    and isinstance(f.value, cst.Name) and f.value.value in instances):
+                continue
+            loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+            if loop is None or not isinstance(loop.body, cst.IndentedBlock):
+                continue
+            there = f.value.value + tape[len("self"):]
+            if any(self._calls(s, there, ("zero", "reset")) for s in loop.body.body):
+                return False
+            place = self._last_consumer(self.statement_of(call), loop.body)
+            if place is not None:
+                edits.append((place[0], there))
+        for where, there in edits:
+            self.insert_after(where, [self.statement(f"{there}.zero()\n")])
+        if edits:
+            self.summary(f"zero at the method's caller: {func.name.value}() zeroes {tape} only where it hands "
+                         f"gradients on; `{edits[0][1]}.zero()` after the caller's last gradient read")
         return bool(edits)
 
     def _last_consumer(self, anchor: cst.BaseStatement, scope: cst.IndentedBlock | cst.Module,

@@ -230,3 +230,37 @@ def test_a_returned_gradient_is_zeroed_at_its_caller(tmp_path: Path, monkeypatch
     assert fixed == _mutate(text, "inputs=[w, g, 0.01])\n", "inputs=[w, g, 0.01])\n    g.zero_()\n")
     (tmp_path / "main.py").write_text(fixed, encoding="utf-8")
     assert plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False)).edits == []
+
+
+class TestMethodCaller(CodemodTest):
+    TRANSFORM = ZeroTape
+
+    def test_the_segments_zero_where_they_hand_on_and_the_caller_consumes_the_rest(self) -> None:
+        """fluid_checkpoint_cb with the main loop's ``example.tape.zero()`` dropped (a WF903 of the probe at the
+        segment backward): the segments' own zero stays, the caller zeroes after its optimizer step."""
+        before = """
+            class Example:
+                def backward(self):
+                    for segment in range(n - 1, -1, -1):
+                        with wp.Tape() as self.tape:
+                            self.run(segment)
+                        self.tape.backward()
+                        if segment > 0:
+                            wp.copy(self.saved, self.x[0].grad)
+                            self.tape.zero()
+
+            example = Example()
+            for it in range(iters):
+                example.backward()
+                example.optimizer.step([example.x[0].grad.flatten()])
+                if example.zero_graph:
+                    wp.capture_launch(example.zero_graph)
+        """
+        after = before.replace("example.optimizer.step([example.x[0].grad.flatten()])\n",
+                               "example.optimizer.step([example.x[0].grad.flatten()])\n    example.tape.zero()\n")
+        self.assertCodemod(before, after.replace("\n    example.tape.zero()", "\n                example.tape.zero()"),
+                           line=6)
+        zeroed = before.replace("wp.capture_launch(example.zero_graph)\n",
+                                "wp.capture_launch(example.zero_graph)\n                else:\n"
+                                "                    example.tape.zero()\n")
+        self.assertCodemod(zeroed, zeroed, line=6, expected_skip=True)
