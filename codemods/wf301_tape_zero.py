@@ -11,15 +11,31 @@ Strategies, tried in this order (the applied one is named in the report):
   the consumed gradients are cleared before the new recording starts);
 * **zero after consumption**: ``<tape>.zero()`` as the last statement of the innermost loop
   around the backward (before a trailing ``continue``/``break``);
+* **zero inside the consuming ``if`` arm**: in that loop, when every gradient read after the
+  backward lies in one arm of one ``if`` (checkpoint segments: ``if segment_index > 0:`` hands
+  the gradients on to the next segment, and the last segment's are left for the caller),
+  ``<tape>.zero()`` after the last read in that arm, never in the others;
+* **zero at the method's caller**: that loop already zeroes ``self.<tape>`` where it hands gradients
+  on (checkpoint segments) and the gradient it leaves is its caller's: at each loop calling the
+  method on an instance of its class (``example = Example(...)``), ``example.<tape>.zero()``
+  after that loop's last gradient read (the optimizer step);
+* **zero after the last consumer**: a backward in no loop of its function (a fresh local tape per
+  call, a ``self.<tape>`` in ``step()`` run by a loop elsewhere): ``<tape>.zero()`` after the
+  last statement of the function that reads a gradient once the backward has run (in that
+  statement's own block: ``rot_grad = tape.gradients[x]; opt.step([rot_grad])``; inside an
+  ``if`` arm by the rule above), else, for a ``self.<tape>``, in the method of the same class
+  that calls it -- newton's trainers' own shape;
+* **zero at the caller**: a function that returns the gradient (``return tape.gradients[x]``,
+  ``return x.grad``): at each call ``g = f(...)``, ``g.zero_()`` after the last read of ``g``
+  (``g`` is the gradient array itself; a copy before returning would change what the caller
+  holds, so it is not made);
 * **zero before backward**: with ``arrays`` given (a tape that is fresh each iteration while
-  persistent arrays keep their ``.grad``, or a backward outside any loop of its function),
-  ``<array>.grad.zero_()`` just before the backward, for each array whose name the function
-  can see;
-* **zero after the consumer in the repeated method**: a ``self.<tape>`` whose backward sits in a
-  method with no loop (``forward_backward()``, run by a library runner through ``step()``):
-  ``self.<tape>.zero()`` right after the last statement that reads a ``.grad`` (the optimizer
-  step), in that method or in the method of the same class that calls it -- newton's trainers'
-  own shape.
+  persistent arrays keep their ``.grad``), ``<array>.grad.zero_()`` just before the backward,
+  for each array whose name the function can see.
+
+A gradient read is :mod:`warpfix.model.grad_reads`' (``x.grad``, ``tape.gradients[x]``,
+``tape.gradients.get(x)``, or a local bound from one). When no strategy applies the report
+says why each could not.
 
 Nothing changes a forward value: only gradient buffers are cleared, after their use.
 
@@ -34,6 +50,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods._base import FindingCommand, NotApplicable, call_name, dotted, target_names
+from warpfix.model.grad_reads import cst_grad_locals, cst_grad_owner, cst_reads_grad
 
 
 class ZeroTape(FindingCommand):
@@ -65,10 +82,26 @@ class ZeroTape(FindingCommand):
         if loop is not None and isinstance(loop.body, cst.IndentedBlock):
             body = list(loop.body.body)
             if any(self._calls(s, tape, ("zero", "reset")) for s in body):
+                if func is not None and tape.startswith("self.") and self._zero_at_method_callers(func, tape):
+                    return
                 raise self.not_applicable(f"the loop already calls {tape}.zero()")
+            place = self._last_consumer(stmt, loop.body)
+            if place is not None and place[1]:
+                self.insert_after(place[0], [self.statement(f"{tape}.zero()\n")])
+                self.summary("zero inside the consuming `if` arm: `tape.zero()` after the last gradient read "
+                             f"of the arm (line {self.pos(place[0]).start.line}), where the gradient is consumed")
+                return
             self._append_to_loop(loop, self.statement(f"{tape}.zero()\n"))
             self.summary("zero after consumption: `tape.zero()` at the end of the loop")
             return
+        if func is not None and self._zero_after_consumer(stmt, func, tape):
+            return
+        caller = "nothing reads it at the caller of a function returning it"
+        try:
+            if func is not None and self._zero_at_caller(func):
+                return
+        except NotApplicable as exc:
+            caller = str(exc)
         arrays = self.data["arrays"]
         if isinstance(arrays, str):
             arrays = [a.strip() for a in arrays.split(",") if a.strip()]
@@ -80,11 +113,9 @@ class ZeroTape(FindingCommand):
                 return
             except NotApplicable as exc:
                 unnamed = str(exc)
-        if func is not None and tape.startswith("self.") and self._zero_after_consumer(stmt, func, tape):
-            return
         raise self.not_applicable(
-            f"the backward is not in a loop of its function, {unnamed}, and no statement of its method or "
-            "of a method calling it reads a .grad after it"
+            "the backward is not in a loop of its function, no statement after it reads a gradient (in its "
+            f"function or a method calling it), {caller}, and {unnamed}"
         )
 
     # -- strategies -----------------------------------------------------------------------
@@ -142,29 +173,138 @@ class ZeroTape(FindingCommand):
         self.summary(f"zero before backward: {', '.join(a + '.grad' for a in arrays)} cleared before it")
 
     def _zero_after_consumer(self, backward: cst.BaseStatement, func: cst.FunctionDef, tape: str) -> bool:
-        """``<tape>.zero()`` after the last top-level statement that reads a ``.grad`` once the
-        backward has run: in ``func`` itself, else in the methods of its class that call it."""
+        """``<tape>.zero()`` after the last statement that reads a gradient once the backward has run: in
+        ``func`` itself, else (a ``self.<tape>``) in the methods of its class that call it."""
+        places: list[tuple[cst.FunctionDef, cst.BaseStatement]] = [(func, backward)]
         cls = self.enclosing(func, cst.ClassDef)
-        own = [s for s in func.body.body if s is backward or any(a is backward for a in self.nodes(s, type(backward)))]
-        places: list[tuple[cst.FunctionDef, cst.BaseStatement]] = [(func, own[0])] if own else []
-        if cls is not None:
+        if cls is not None and tape.startswith("self."):
             for method in self.nodes(cls, cst.FunctionDef):
-                for s in method.body.body if method is not func else ():
-                    if any(self._is_self_call(c, func.name.value) for c in self.nodes(s, cst.Call)):
-                        places.append((method, s))
-                        break
-        for method, call_stmt in places:
-            body = list(method.body.body)
-            after = body[body.index(call_stmt) + 1:] if method is not func else body[body.index(call_stmt):]
-            if any(self._calls(s, tape, ("zero", "reset")) for s in after):
+                calls = [c for c in self.nodes(method, cst.Call) if self._is_self_call(c, func.name.value)]
+                if method is not func and calls:
+                    places.append((method, self.statement_of(calls[0])))
+        for method, anchor in places:
+            if any(self._calls(s, tape, ("zero", "reset")) for s in method.body.body):
                 raise self.not_applicable(f"{method.name.value}() already calls {tape}.zero()")
-            readers = [s for s in after if self._reads_grad(s)]
-            if readers:
-                self.insert_after(readers[-1], [self.statement(f"{tape}.zero()\n")])
-                self.summary(f"zero after the consumer: `{tape}.zero()` after the last `.grad` read in "
-                             f"{method.name.value}()")
-                return True
+            place = self._last_consumer(anchor, method.body)
+            if place is None:
+                continue
+            where, in_arm = place
+            self.insert_after(where, [self.statement(f"{tape}.zero()\n")])
+            arm = " inside the consuming `if` arm" if in_arm else ""
+            self.summary(f"zero after the last consumer: `{tape}.zero()` after the last gradient read in "
+                         f"{method.name.value}() (line {self.pos(where).start.line}){arm}")
+            return True
         return False
+
+    def _zero_at_caller(self, func: cst.FunctionDef) -> bool:
+        """A function returning the gradient (``return tape.gradients[x]``, ``return x.grad``): at each
+        caller that binds the result to a name (``g = f(...)``), ``g.zero_()`` after the last read of ``g``.
+        ``g`` is the gradient array itself, so this clears what the next backward adds to, after its use."""
+        returns = [r for r in self.nodes(func, cst.Return) if self.enclosing(r, cst.FunctionDef) is func]
+        grad_locals = cst_grad_locals(func.body.body)
+        if not returns or not all(r.value is not None and (cst_grad_owner(r.value) is not None or (
+                isinstance(r.value, cst.Name) and r.value.value in grad_locals)) for r in returns):
+            return False
+        cls = self.enclosing(func, cst.ClassDef)
+        name = func.name.value
+        edits = []
+        for call in self.nodes(self.tree, cst.Call):
+            f = call.func
+            if not (self._is_self_call(call, name) if cls is not None else isinstance(f, cst.Name) and f.value == name):
+                continue
+            assign = self.parent(call)
+            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
+                    and isinstance(assign.targets[0].target, cst.Name)):
+                raise self.not_applicable(f"a call of {name}() at line {self.pos(call).start.line} does not bind the "
+                                          "returned gradient to a name: where it is consumed is not followed")
+            caller = self.enclosing(call, cst.FunctionDef)
+            scope = self.enclosing(call, (cst.For, cst.While)) or caller
+            bound = assign.targets[0].target.value
+            place = self._last_consumer(self.statement_of(call), scope.body if scope else self.tree, {bound})
+            if place is None:
+                raise self.not_applicable(f"the gradient {name}() returns at line {self.pos(call).start.line} is not "
+                                          "read after the call")
+            edits.append((place[0], bound))
+        for where, bound in edits:
+            self.insert_after(where, [self.statement(f"{bound}.zero_()\n")])
+        if edits:
+            self.summary(f"zero at the caller: {name}() returns the gradient array; `<name>.zero_()` after its last "
+                         f"use at {len(edits)} call site(s)")
+        return bool(edits)
+
+    def _zero_at_method_callers(self, func: cst.FunctionDef, tape: str) -> bool:
+        """The method's own loop already zeroes ``self.<tape>`` where it hands gradients on (checkpoint
+        segments), and what it leaves is its caller's to consume: at each loop that calls it on an instance
+        of its class (``example = Example(...)``; ``for ...: example.backward()``), ``example.<tape>.zero()``
+        after the loop's last gradient read (the optimizer step)."""
+        cls = self.enclosing(func, cst.ClassDef)
+        if cls is None:
+            return False
+        instances = {
+            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
+            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
+            and self.code(a.value.func) == cls.name.value
+        }
+        edits = []
+        for call in self.nodes(self.tree, cst.Call):
+            f = call.func
+            if not (isinstance(f, cst.Attribute) and f.attr.value == func.name.value
+                    and isinstance(f.value, cst.Name) and f.value.value in instances):
+                continue
+            loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+            if loop is None or not isinstance(loop.body, cst.IndentedBlock):
+                continue
+            there = f.value.value + tape[len("self"):]
+            if any(self._calls(s, there, ("zero", "reset")) for s in loop.body.body):
+                return False
+            place = self._last_consumer(self.statement_of(call), loop.body)
+            if place is not None:
+                edits.append((place[0], there))
+        for where, there in edits:
+            self.insert_after(where, [self.statement(f"{there}.zero()\n")])
+        if edits:
+            self.summary(f"zero at the method's caller: {func.name.value}() zeroes {tape} only where it hands "
+                         f"gradients on; `{edits[0][1]}.zero()` after the caller's last gradient read")
+        return bool(edits)
+
+    def _last_consumer(self, anchor: cst.BaseStatement, scope: cst.IndentedBlock | cst.Module,
+                       names: set[str] | None = None) -> tuple[cst.BaseStatement, bool] | None:
+        """The last statement of ``scope`` after ``anchor`` that reads a gradient (or one of ``names``), and
+        whether it lies inside an ``if`` arm: when that ``if`` is the only reader of its block and only one
+        of its arms reads, the gradient is consumed in that arm (a checkpoint segment that hands its
+        gradients on to the next one), and that is where it is done with."""
+        names = set(names or ()) | cst_grad_locals(scope.body)
+        found = None
+        stmt: cst.CSTNode = anchor
+        while True:
+            block = self.block_of(stmt) if isinstance(stmt, cst.BaseStatement) else ()
+            if stmt in block:
+                # a `return` of the gradient hands it to the caller: no use here (zero at the caller)
+                readers = [s for s in block[list(block).index(stmt) + 1:]
+                           if cst_reads_grad(s, names) and not self.nodes(s, cst.Return)]
+                if readers:
+                    found = (readers[-1], len(readers) == 1)
+                if block is scope.body:
+                    break
+            if isinstance(stmt, cst.Module):
+                break
+            stmt = self.parent(stmt)
+        if found is None:
+            return None
+        where, alone = found
+        in_arm = False
+        while alone and isinstance(where, cst.If) and not cst_reads_grad(where.test, names):
+            arms = [where.body]
+            orelse = where.orelse
+            while orelse is not None:
+                arms.append(orelse.body)
+                orelse = orelse.orelse if isinstance(orelse, cst.If) else None
+            reading = [a for a in arms if cst_reads_grad(a, names)]
+            if len(reading) != 1 or not isinstance(reading[0], cst.IndentedBlock):
+                break
+            inner = [s for s in reading[0].body if cst_reads_grad(s, names)]
+            where, alone, in_arm = inner[-1], len(inner) == 1, True
+        return where, in_arm
 
     def _class_sets(self, func: cst.FunctionDef | None, attr: cst.Attribute) -> bool:
         """Whether a method of ``func``'s class assigns the first attribute of ``self.<a>...`` (True outside a class)."""
@@ -184,9 +324,6 @@ class ZeroTape(FindingCommand):
     def _is_self_call(self, call: cst.Call, name: str) -> bool:
         f = call.func
         return isinstance(f, cst.Attribute) and f.attr.value == name and self.code(f.value) == "self"
-
-    def _reads_grad(self, stmt: cst.CSTNode) -> bool:
-        return any(a.attr.value == "grad" for a in self.nodes(stmt, cst.Attribute))
 
     # -- helpers ----------------------------------------------------------------------------
     def summary(self, text: str) -> None:

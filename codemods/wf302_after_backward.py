@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codemods._base import FindingCommand, NotApplicable, call_name, dotted
+from warpfix.model.grad_reads import cst_reads_grad
 
 
 def _method_call(stmt: cst.CSTNode, *methods: str) -> cst.Call | None:
@@ -82,7 +83,7 @@ class MoveAcrossBackward(FindingCommand):
         if anchor is not None:
             self._move(stmt, anchor, block[index + 1: block.index(anchor) + 1], after=True)
             return
-        if any(a.attr.value == "grad" for a in self.nodes(stmt, cst.Attribute)):
+        if cst_reads_grad(stmt):
             zero = next(
                 (
                     s
@@ -143,7 +144,7 @@ class MoveAcrossBackward(FindingCommand):
     ) -> None:
         """Clear the gradients after their last reader instead of moving the reader before the clear."""
         for other in between:
-            if any(a.attr.value == "grad" for a in self.nodes(other, cst.Attribute)) or any(
+            if cst_reads_grad(other) or any(
                 call_name(c) == "backward" for c in self.nodes(other, cst.Call)
             ):
                 raise self.not_applicable(

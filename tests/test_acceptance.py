@@ -232,3 +232,55 @@ def test_an_edit_that_moved_the_first_update_is_proven_only_by_the_early_read_ch
     assert ok and "removed WF302 v" in why, why
     assert not judge(_unreliable(_SIX, [tracker], later_losses=[8.0]), _unreliable([9.0], later_losses=[8.5]),
                      ["WF302", "WF106"])[0]
+
+
+def _checkpoint_run(seeds: list[float], grads: list[np.ndarray], verdicts: list[str], findings=()) -> dict:
+    """fd_summary of a checkpointed program (fluid_checkpoint): one backward per segment in window 0, the
+    first seeded through ``loss.grad``, the others with the gradients the next segment handed on; FD
+    fails where the program's own custom adjoint disagrees with it."""
+    backwards = [BackwardResult("main.py:441", seed, [_param(g, v)], objective="sum(seed * output) of the "
+                                "gradients seeded by hand") for seed, g, v in zip(seeds, grads, verdicts, strict=True)]
+    return fd_summary(VerifyReport(backwards=backwards, findings=list(findings)))
+
+
+_LEFTOVER = make_finding("WF903", "main.py", 445, "`vx.grad` read here holds ... summed", {"array": "vx"},
+                         classified_as="WF301")
+
+
+def test_a_missing_zero_fix_where_fd_already_failed_is_judged_like_with_like() -> None:
+    """fluid_checkpoint without a segment's ``tape.zero()``: FD disagrees with the program's own custom
+    adjoint on the unedited program too. The hand-seeded objectives after the first backward differ between
+    the runs (the mutant seeds each segment with summed gradients: 0.41 instead of 0.21 at backward 3), so
+    neither their values nor their gradients are compared; the first backward's gradient is unchanged, still
+    failing as before, and the leftover gradient (WF903 at its consuming read) is gone: kept."""
+    before = _checkpoint_run([0.2063, 0.2063, 0.4126], [GRAD, 2 * GRAD, 3 * GRAD], ["fail", "fail", "fail"],
+                             [_LEFTOVER])
+    after = _checkpoint_run([0.2063, 0.2063, 0.2063], [GRAD, GRAD, GRAD], ["fail", "fail", "pass"])
+    assert before["seeded"] == [False, True, True]
+    ok, why = judge(before, after, ["WF301"])
+    assert ok, why
+    assert why.startswith("loss unchanged (2 objective(s) seeded by hand after the first backward not compared)")
+    assert "FD disagreed before the edit too, at backward(s) 1, on gradients the edit left unchanged" in why
+    assert "removed WF903 vx" in why
+
+
+@pytest.mark.parametrize("after_grads, after_verdicts, findings, why", [
+    # a zero that also cleared the first backward's gradient: the like-for-like gradient changed
+    ([0.5 * GRAD, GRAD, GRAD], ["fail", "fail", "fail"], (), "at backward 1, on a gradient the edit changed"),
+    # the leftover is still consumed
+    ([GRAD, GRAD, GRAD], ["fail", "fail", "fail"], (_LEFTOVER,), "FD still disagrees after the edit"),
+])  # fmt: skip
+def test_a_wrong_missing_zero_fix_where_fd_already_failed_is_refused(after_grads, after_verdicts, findings,
+                                                                     why: str) -> None:
+    before = _checkpoint_run([0.2063, 0.2063, 0.4126], [GRAD, 2 * GRAD, 3 * GRAD], ["fail", "fail", "fail"],
+                             [_LEFTOVER])
+    ok, reason = judge(before, _checkpoint_run([0.2063] * 3, after_grads, after_verdicts, findings), ["WF301"])
+    assert not ok
+    assert why in reason, reason
+
+
+def test_where_fd_passed_at_the_first_backward_and_fails_after_the_edit_is_refused() -> None:
+    before = _checkpoint_run([0.2063, 0.4126], [GRAD, 2 * GRAD], ["pass", "fail"], [_LEFTOVER])
+    ok, reason = judge(before, _checkpoint_run([0.2063] * 2, [GRAD, GRAD], ["fail", "fail"]), ["WF301"])
+    assert not ok
+    assert "at backward 1 where it agreed before" in reason

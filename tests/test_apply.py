@@ -111,6 +111,20 @@ def test_json_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert kept == {("WF401", "main.py", 7, True), ("WF702", "main.py", 13, True)}
     assert all(set(e) == {"rule", "path", "line", "kept", "reason", "fd_before", "fd_after"} for e in data["edits"])
     assert data["findings"] == []
+    assert data["errors"] == []
+
+
+def test_json_report_lists_the_files_it_could_not_read_or_write(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that does not parse and a read-only file with a fix: each is an error of its own file, in
+    the JSON as in `check`'s (exit 2); the JSON is still printed."""
+    (project / "bad.py").write_text("import warp as wp\ndef f(:\n", encoding="utf-8")
+    (project / "main.py").chmod(0o444)
+    assert apply("--format", "json", ".") == 2
+    data = json.loads(capsys.readouterr().out)
+    assert [e["path"] for e in data["errors"]] == ["bad.py", "main.py"]
+    assert data["errors"][0]["message"].startswith("syntax error at line 2")
+    assert data["errors"][1]["message"].startswith("read-only file; not written")
+    assert {e["kept"] for e in data["edits"]} == {True}  # planned, not written
 
 
 def test_line_endings_bom_and_mode_are_kept(project: Path) -> None:

@@ -107,8 +107,11 @@ def test_bug_dormant_at_iteration_0_is_found_in_the_next_iteration():
 def test_missing_tape_zero_is_wf903():
     report = verify("python", "missing_zero.py")
     wf903 = [f for f in report.findings if f.rule == "WF903"]
-    assert [f.data["array"] for f in wf903] == ["k"]
-    assert wf903[0].data["classified_as"] == "WF301"  # the static rule whose codemod inserts tape.zero()
+    # at the next backward (k.grad non-zero when it starts), and at the read of the summed gradient
+    assert [(f.line, f.data["array"]) for f in wf903] == [
+        (line_of("missing_zero.py", "tape.backward(loss)"), "k"),
+        (line_of("missing_zero.py", "inputs=[k, k.grad, 0.05]"), "k")]
+    assert {f.data["classified_as"] for f in wf903} == {"WF301"}  # the static rule whose codemod inserts tape.zero()
     assert report.exit_code == 1
 
 

@@ -37,6 +37,20 @@ def test_a_classified_runtime_finding_becomes_its_rules_fix():
     assert "wp.launch(sgd, dim=N, inputs=[self.k, self.k.grad, 0.05])\n        self.tape.zero()\n" in edited
 
 
+def test_a_leftover_gradient_read_is_fixed_at_its_backward():
+    """WF903 at the read of a leftover gradient (warpfix.verify.leftovers) points at the consuming line; the
+    codemod works at the backward its data names, and check's finding there is the same bug."""
+    text = (PROGRAMS / HIDDEN).read_text()
+    path = str(PROGRAMS / HIDDEN)
+    line = backward_line(text)
+    read = make_finding("WF903", HIDDEN, line + 5, "read here holds summed gradients", {"array": "self.k",
+                        "backward": f"{HIDDEN}:{line}"}, classified_as="WF301")  # fmt: skip
+    [fix] = runtime_fixes([read], str(PROGRAMS), {path: text}, [])
+    assert (fix.rule, fix.line) == ("WF301", line)
+    static = replace(fix, span=Span(path, line, 5, line, 9))
+    assert runtime_fixes([read], str(PROGRAMS), {path: text}, [static]) == []
+
+
 def test_what_check_found_library_lines_and_unknown_shapes_are_not_offered():
     text = (PROGRAMS / HIDDEN).read_text()
     path = str(PROGRAMS / HIDDEN)

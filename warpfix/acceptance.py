@@ -12,7 +12,13 @@ update) and one of these proves it:
 * the runtime checks (an array changed before its backward, a stale gradient, an array without a
   gradient that cuts the chain to the loss, a gradient read before its backward) found the edit's arrays
   before it and not after, where FD cannot judge (chaos, a NaN-prone solve) or cannot tell (the same
-  gradient changed).
+  gradient changed), or where FD disagreed before the edit and still does, like with like
+  (:func:`_like_with_like`).
+
+A backward whose objective the program seeds by hand (``x.grad`` set, ``backward(grads=...)``) after the
+first backward of the iteration differentiates what earlier backwards left there (checkpoint segments
+seeded with the next segment's gradients): its value is no forward value and its gradient is no like for
+like between two runs whose earlier backwards differ, so neither is compared.
 
 An edit that moves the program's first parameter update earlier (an optimizer step taken out of the
 tape) shortens the first iteration; the losses after that update legitimately differ (the run before
@@ -93,6 +99,9 @@ def fd_summary(report: Any) -> dict[str, Any]:
         "integrity_arrays": integrity_arrays,
         # per backward before the first parameter update: the sketch of each gradient FD checked
         "gradients": [{p.name: p.ad_sketch for p in b.params if getattr(p, "ad_sketch", None)} for b in first],
+        # per backward before it: its FD verdict, and whether its objective is seeded by hand after the first
+        "first_verdicts": [_backward_verdict([p.verdict for p in b.params]) if b.params else "none" for b in first],
+        "seeded": [i > 0 and getattr(b, "objective", "loss") != "loss" for i, b in enumerate(first)],
         # per backward after it that FD checked: its verdict ("pass" when every parameter passed)
         "later": [_backward_verdict([p.verdict for p in b.params]) for b in report.backwards
                   if getattr(b, "window", 0) > 0 and b.params],
@@ -129,6 +138,10 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     proof = _runtime_proof(before, after, rules, EARLY_READ_RULES if moved else None) if rules else None
     if after["verdict"] == "unreliable" and proof:
         return True, f"{loss}; FD is unreliable here, so {proof}"
+    if after["verdict"] == "fail" and before["verdict"] == "fail" and not moved:
+        ok, why = _like_with_like(before, after, proof)
+        if ok or why:
+            return ok, f"{loss}; {why}" if ok else why
     if after["verdict"] != "pass":
         what = {"fail": "FD still disagrees", "none": "no gradient was compared",
                 "unreliable": "FD is unreliable here"}[after["verdict"]]
@@ -167,10 +180,12 @@ def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
     if None in lb or None in la:
         return False, "a checked backward has no loss value to compare", False
     if len(lb) == len(la):
+        seeded = _seeded(before, after)
         for i, (a, b) in enumerate(zip(lb, la, strict=True)):
-            if not _close(a, b):
+            if i not in seeded and not _close(a, b):
                 return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved", False
-        return True, "loss unchanged", False
+        skipped = f" ({len(seeded)} objective(s) seeded by hand after the first backward not compared)" if seeded else ""
+        return True, f"loss unchanged{skipped}", False
     if not rules or any(r in MERGING_FIXES for r in rules):
         # backwards merged or split (one tape over the windows, WF601): the iteration's objective
         # is the sum of what was differentiated, and that must not change
@@ -203,6 +218,41 @@ def _after_the_moved_update(after: dict[str, Any], moved: str, loss_count: int) 
         return False, f"{moved} and FD checked no backward after it: nothing shows the training after it right"
     return True, (f"loss unchanged at the {loss_count} backward(s) before the first parameter update ({moved}) "
                   f"and FD agreed at each of the {len(later)} backward(s) checked after it")
+
+
+def _seeded(before: dict[str, Any], after: dict[str, Any]) -> set[int]:
+    """Indices of the first iteration's backwards seeded by hand after its first backward, in either run."""
+    return {i for side in (before, after) for i, s in enumerate(side.get("seeded") or []) if s}
+
+
+def _like_with_like(before: dict[str, Any], after: dict[str, Any], proof: str | None) -> tuple[bool, str | None]:
+    """FD disagreed before the edit and still does. Compared like with like -- the backwards before the first
+    parameter update, those seeded by hand after the first backward aside (the later ones start from other
+    parameters) -- the edit is proven when FD now agrees at one of them where it disagreed, or when it still
+    disagrees only where it did before, on gradients the edit left unchanged (the program's own disagreement,
+    not the edit's), and the runtime checks decided (``proof``). (False, None): no proof either way."""
+    vb, va = before.get("first_verdicts") or [], after.get("first_verdicts") or []
+    gb, ga = before.get("gradients") or [], after.get("gradients") or []
+    seeded = _seeded(before, after)
+    compared = [i for i in range(min(len(vb), len(va), len(gb), len(ga))) if i not in seeded]
+    mended = []
+    for i in compared:
+        if va[i] == "fail" and vb[i] != "fail":
+            return False, f"FD still disagrees after the edit, at backward {i + 1} where it agreed before"
+        if va[i] == "fail":
+            common = set(gb[i]) & set(ga[i])
+            if not common or any(change(gb[i][n], ga[i][n]) > GRAD_RTOL for n in common):
+                return False, f"FD still disagrees after the edit, at backward {i + 1}, on a gradient the edit changed"
+        elif vb[i] == "fail" and va[i] == "pass":
+            mended.append(i + 1)
+    if mended:
+        return True, f"FD agreement now passes at backward(s) {', '.join(map(str, mended))}"
+    if not proof:
+        return False, None
+    failing = [str(i + 1) for i in compared if va[i] == "fail"]
+    where = (f"at backward(s) {', '.join(failing)}, on gradients the edit left unchanged" if failing
+             else "only at backwards not compared like with like (seeded by hand, or after the first update)")
+    return True, f"FD disagreed before the edit too, {where} (the program's own disagreement), and {proof}"
 
 
 def _close(a: float, b: float) -> bool:

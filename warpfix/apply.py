@@ -69,7 +69,17 @@ class ApplyResult:
             "version": 1,
             "edits": [e.to_json() for e in self.edits],
             "findings": [f.to_json() for f in self.remaining],
+            "errors": [_error_json(e) for e in self.errors],
         }
+
+
+def _error_json(line: str) -> dict[str, Any]:
+    """``{"path", "message"}`` of a one-line error (``check``'s JSON shape); ``path`` is null for an error
+    about no one file (the original program could not be verified)."""
+    path, sep, message = line.partition(": ")
+    if sep and os.path.lexists(path):
+        return {"path": path, "message": message}
+    return {"path": None, "message": line}
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,9 @@ RUNTIME_RULES = (
     ),
     RuntimeRule(
         "WF903", "accumulated-grad", "error",
-        "Detects a parameter whose `.grad` is already non-zero when a backward meant to be fresh starts.",
+        "Detects a parameter whose `.grad` is already non-zero when a backward meant to be fresh starts; and, "
+        "at the line that reads it, a gradient an earlier backward produced and the program consumed, summed "
+        "into by the next backward without a zero in between, then consumed again.",
         "Gradients of successive iterations add up: the optimizer steps with the sum of every past gradient.",
         "Call `tape.zero()` (or zero the gradients) after each optimizer step (WF301).",
     ),

@@ -135,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         write_errors = fixing.write_changes(result)
         for line in write_errors:
             print(f"error: {line}", file=sys.stderr)
-        if write_errors:
+        result.errors.extend(write_errors)
+        if write_errors and args.format != "json":
             return 2
 
     with report_stream(args) as out:

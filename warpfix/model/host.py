@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
+from warpfix.model.grad_reads import grad_owner
 from warpfix.model.library import LibraryIndex, Op, Summary, parse_path
 from warpfix.model.project_files import ProjectKernels, ProjectModules
 from warpfix.model.source import SourceFile
@@ -183,6 +184,14 @@ class HostInterpreter:
                     child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
             obj.attrs[name] = child
         return child
+
+    def grad_read(self, v: Val, e: ast.expr, owner: ast.expr, src: SourceFile) -> Val:
+        """Record a read of gradient ``v`` (``x.grad``, ``tape.gradients[x]``: :mod:`warpfix.model.grad_reads`)."""
+        if v.buf is not None and v.buf.grad_of is not None:
+            if v.buf.grad_of.requires_grad is None:
+                v.buf.grad_of.requires_grad = True  # its gradient is used, so it has one
+            self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)}, detail={"owner": _text(owner)})
+        return v
 
     def item(self, obj: Val, key: str) -> Val:
         key = _normalise_index(obj, key)
@@ -824,13 +833,13 @@ class HostInterpreter:
                 # maybe a computed property of a project class: not one stable value
                 return self.new(f"{owner.label}.{e.attr}")
             v = self.attr(owner, e.attr)
-            if e.attr == "grad" and v.buf is not None and v.buf.grad_of is not None:
-                if v.buf.grad_of.requires_grad is None:
-                    v.buf.grad_of.requires_grad = True  # its gradient is used, so it has one
-                self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)},
-                          detail={"owner": _text(e.value)})
+            if e.attr == "grad":
+                self.grad_read(v, e, e.value, src)
             return v
         if isinstance(e, ast.Subscript):
+            owner_node = grad_owner(e)
+            if owner_node is not None:  # tape.gradients[x]: x.grad
+                return self.grad_read(self.attr(self.eval(owner_node, frame), "grad"), e, owner_node, src)
             base = self.eval(e.value, frame)
             if isinstance(e.slice, ast.Slice) and base.kind == "list":
                 sliced = self.list_slice(base, e.slice, frame)
@@ -1031,6 +1040,11 @@ class HostInterpreter:
                 return self.library_call(f"warp.{wn}", e, frame)
             return self.warp_call(wn.rpartition(".")[2], e, frame)
         if isinstance(e.func, ast.Attribute):
+            owner_node = grad_owner(e)
+            if owner_node is not None:  # tape.gradients.get(x): x.grad
+                for a in e.args[1:]:
+                    self.eval(a, frame)
+                return self.grad_read(self.attr(self.eval(owner_node, frame), "grad"), e, owner_node, src)
             return self.method_call(e, frame)
         callee = self.eval(e.func, frame)
         if callee.kind == "lib" and isinstance(callee.value, str):
@@ -1071,20 +1085,25 @@ class HostInterpreter:
             self.inline(found[0], found[1], [obj, *args], kwargs, e, caller_src=src, bound_self=True)
         return obj
 
+    def grad_receiver(self, recv: ast.expr, frame: _Frame) -> Val | None:
+        """The gradient ``recv`` names without reading it: ``x.grad``, ``tape.gradients[x]``, a local."""
+        owner_node = grad_owner(recv)
+        if owner_node is not None:
+            return self.attr(self.eval(owner_node, frame), "grad")
+        return frame.locals.get(recv.id) if isinstance(recv, ast.Name) else None
+
     def method_call(self, e: ast.Call, frame: _Frame) -> Val:
         src = frame.src
         assert isinstance(e.func, ast.Attribute)
         name = e.func.attr
         recv_node = e.func.value
-        # x.grad.zero_() / x.grad.fill_()
-        if name in ("zero_", "fill_", "assign") and isinstance(recv_node, ast.Attribute) and recv_node.attr == "grad":
-            owner = self.eval(recv_node.value, frame)
-            grad = self.attr(owner, "grad")
+        # x.grad.zero_() / tape.gradients[x].fill_() / g.zero_() on a local bound to a gradient
+        grad = self.grad_receiver(recv_node, frame) if name in ("zero_", "fill_", "assign") else None
+        if grad is not None and grad.buf is not None and grad.buf.grad_of is not None:
             args = [self.eval(a, frame) for a in e.args]
             reads = [self.buffer(a) for a in args if a.buf is not None]
-            self.emit("grad_zero", e, src, writes=[self.buffer(grad)], reads=reads,
-                      names={grad.id: _text(recv_node)}, detail={"owner": self.buffer(owner).id,
-                                                                       "method": name})
+            self.emit("grad_zero", e, src, writes=[grad.buf], reads=reads,
+                      names={grad.id: _text(recv_node)}, detail={"owner": grad.buf.grad_of.id, "method": name})
             return self.new("None", "const")
         if _is_super(recv_node) and frame.self_val is not None and frame.fn is not None:
             found = self.super_method(frame, name)

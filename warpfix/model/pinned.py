@@ -19,6 +19,7 @@ import os
 
 from warpfix.finding import Finding
 from warpfix.model import Project
+from warpfix.model.grad_reads import reads_grad
 from warpfix.model.source import SourceFile
 
 _DETECTOR = "config.verify_autograd_array_access"
@@ -39,30 +40,23 @@ def _enclosing(src: SourceFile, line: int) -> list[ast.FunctionDef | ast.AsyncFu
     return sorted(out, key=lambda fn: fn.lineno)
 
 
-def _reads_grad(e: ast.AST, names: set[str]) -> bool:
-    return any(
-        (isinstance(n, ast.Attribute) and n.attr == "grad") or (isinstance(n, ast.Name) and n.id in names)
-        for n in ast.walk(e)
-    )
-
-
 def _asserts_gradients(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """An assertion in ``fn`` reads a ``.grad`` (directly or through a local bound from one)."""
     names: set[str] = set()
     assigns = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
     for _ in range(3):
         for a in assigns:
-            if _reads_grad(a.value, names):  # type: ignore[arg-type]
+            if reads_grad(a.value, names):  # type: ignore[arg-type]
                 targets = a.targets if isinstance(a, ast.Assign) else [a.target]
                 names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assert) and _reads_grad(node.test, names):
+        if isinstance(node, ast.Assert) and reads_grad(node.test, names):
             return True
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             if "assert" in name.lower() and any(
-                _reads_grad(a, names) for a in [*node.args, *(k.value for k in node.keywords)]
+                reads_grad(a, names) for a in [*node.args, *(k.value for k in node.keywords)]
             ):
                 return True
     return False

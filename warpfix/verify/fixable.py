@@ -45,17 +45,21 @@ def runtime_fixes(
         rule = rule_by_id(rule_id) if isinstance(rule_id, str) else None
         if rule is None or rule.id not in COMMANDS or rule.fix_safety is FixSafety.NONE:
             continue
-        key = _source_key(finding.path, cwd, sources)
+        path, at = finding.path, finding.line
+        backward = finding.data.get("backward")  # a leftover gradient (WF903 at its read): fixed at its backward
+        if isinstance(backward, str) and backward.rpartition(":")[2].isdigit():
+            path, at = backward.rpartition(":")[0], int(backward.rpartition(":")[2])
+        key = _source_key(path, cwd, sources)
         if key is None:  # a library line, or a file apply was not asked to fix
             continue
         here = os.path.abspath(key)
-        if any(r == rule.id and p == here and abs(line - finding.line) <= SAME_BUG_LINES for r, p, line in known):
+        if any(r == rule.id and p == here and abs(line - at) <= SAME_BUG_LINES for r, p, line in known):
             continue
-        out.setdefault((rule.id, key, finding.line), Finding(
+        out.setdefault((rule.id, key, at), Finding(
             rule=rule.id,
             name=rule.name,
             severity=Severity.ERROR,
-            span=Span(key, finding.line, 1, finding.line, 1),
+            span=Span(key, at, 1, at, 1),
             message=f"{finding.message} (seen at runtime by `warpfix verify` as {finding.rule})",
             fix=Fix(rule.fix_safety, rule.fix_description),
             data={"taped": True, "runtime": finding.rule},  # the runtime saw it on a tape

@@ -49,6 +49,7 @@ from .adjoint import install_hook as install_adjoint_hook
 from .cut_chain import CutChain
 from .early_grad import EarlyGrad
 from .fd import FiniteDifferences
+from .leftovers import Leftovers
 from .records import (
     ArrayInfo,
     BackwardRecord,
@@ -188,6 +189,10 @@ class Tracer(FiniteDifferences):
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
         self.cut_chain = CutChain(self, _SKIP_DIRS[0] if _SKIP_DIRS else "\0")  # WF201: arrays without a gradient
         self.early_grad = EarlyGrad(self)  # WF302/WF304: a gradient read before its backward
+        self.leftovers = Leftovers(  # WF903 at the read of a consumed gradient summed into again
+            lambda path, line, msg, data: self.add_finding("WF903", path, line, msg, ("WF903", path, line),
+                                                           classified_as="WF301", **data),
+            lambda arr: self.name_of(arr, self.user_frame()) or getattr(self.arrays.get(id(arr)), "name", "array"))
 
     # ----------------------------------------------------------------- plumbing
     @contextmanager
@@ -540,6 +545,8 @@ class Tracer(FiniteDifferences):
         once before (when it may be read, or written unknowingly) and once after (unless read-only)."""
         if not self.natives_hooked:
             self.hook_natives()
+        with self.paused():
+            self.leftovers.read([a for a, may_read, *_ in arrays if may_read], self.site)
         if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
             # result is a constant of the window, captured by the snapshot at the next touch
@@ -902,6 +909,8 @@ class Tracer(FiniteDifferences):
 
     def on_numpy(self, orig: Callable, arr: Any, *args: Any, **kwargs: Any) -> Any:
         if self.tracing():
+            with self.paused():
+                self.leftovers.read([arr], self.site)
             if self.grads.get(id(arr)) is arr:
                 self.host_grad_read = True
                 self.early_grad.on_host_read(arr)
@@ -987,7 +996,9 @@ class Tracer(FiniteDifferences):
             objective = Objective(seeds, how)
             value = objective.value()
             before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}
+            self.leftovers.before_backward()
             result = orig(tape, loss, grads)
+            self.leftovers.after_backward(tape, site, self.is_array)
             ad = {id(i): flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
             self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
             entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}

@@ -68,9 +68,9 @@ class Example:
             self.tape = wp.Tape()
             with self.tape:
                 self.forward()
-            self.v0.grad.zero_()
             self.tape.backward(self.loss)
         self.optimizer.step([self.v0.grad])
+        self.tape.zero()
         if self.use_graph:
             wp.capture_launch(self.reset_graph)
         else:
