@@ -62,12 +62,7 @@ class TapeReach:
 
     def backward_disabled(self, kd: KernelDef) -> bool:
         """No adjoint is compiled for ``kd`` (kernel option, module options, a file-wide switch)."""
-        module_opts = kd.options.get("module_options")
-        return (
-            kd.options.get("enable_backward") is False
-            or (isinstance(module_opts, dict) and module_opts.get("enable_backward") is False)
-            or kd.path in self.no_backward
-        )
+        return _options_disable_backward(kd) or kd.path in self.no_backward
 
     def severity(self, kd: KernelDef, rule_severity: Severity) -> Severity | None:
         """The severity to report a finding in ``kd`` with, or None to stay silent."""
@@ -81,6 +76,7 @@ class TapeReach:
 
 
 _REACH_CACHE: list[tuple[weakref.ref, TapeReach]] = []  # the last project checked (rules share it)
+_NO_BACKWARD_CACHE: list[tuple[weakref.ref, set[str]]] = []  # its files that switch backward code off
 
 
 def tape_reach(project: Project) -> TapeReach:
@@ -117,6 +113,26 @@ def tape_reach(project: Project) -> TapeReach:
                 stack.extend(local or cands)
     _REACH_CACHE[:] = [(weakref.ref(project), reach)]
     return reach
+
+
+def _options_disable_backward(kd: KernelDef) -> bool:
+    module_opts = kd.options.get("module_options")
+    return kd.options.get("enable_backward") is False or (
+        isinstance(module_opts, dict) and module_opts.get("enable_backward") is False
+    )
+
+
+def compiles_no_adjoint(project: Project, kd: KernelDef) -> bool:
+    """:meth:`TapeReach.backward_disabled` without the traces: usable while they are streamed (a rule's
+    ``check_trace``), when the tape reach is not known yet."""
+    if _options_disable_backward(kd):
+        return True
+    for ref, files in _NO_BACKWARD_CACHE:
+        if ref() is project:
+            return kd.path in files
+    files = _backward_disabled_files(project)
+    _NO_BACKWARD_CACHE[:] = [(weakref.ref(project), files)]
+    return kd.path in files
 
 
 def _backward_disabled_files(project: Project) -> set[str]:

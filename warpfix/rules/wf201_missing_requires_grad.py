@@ -6,11 +6,12 @@ recorded op: everything upstream silently gets zero gradient. `*_like` and `clon
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
+from warpfix.model.reach import compiles_no_adjoint
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
     integer_param,
@@ -147,6 +148,27 @@ tape.backward(loss)
 """,
             note="the producer of `weights` reads nothing that needs a gradient",
         ),
+        Example(
+            _FIT
+            + """
+
+
+@wp.kernel(enable_backward=False)
+def snap(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.floor(x[i] * k[0])
+
+
+y = wp.zeros(n, dtype=float)
+tape = wp.Tape()
+with tape:
+    wp.launch(snap, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="`snap` compiles no backward: the chain is cut on purpose, `requires_grad` on `y` would "
+            "change nothing (a taped kernel without backward is WF202's finding)",
+        ),
     ]
     INVALID = [
         Example(
@@ -198,8 +220,13 @@ tape.backward(loss)
         # Buffers that carry a gradient, or would if their allocation asked for one.
         carrying: set[int] = set()
         candidates: dict[int, tuple[int, Buffer]] = {}  # buffer id -> (index of the writer, buffer)
+        def no_adjoint(ev: Event) -> bool:
+            """A kernel compiled without backward code: no gradient flows through it, with or without
+            ``requires_grad`` on what it writes (WF202's finding where that is a bug)."""
+            return ev.kernel is not None and compiles_no_adjoint(project, ev.kernel)
+
         for idx, ev in enumerate(events):
-            if not ev.recorded or ev.kind not in DIFFERENTIABLE:
+            if not ev.recorded or ev.kind not in DIFFERENTIABLE or no_adjoint(ev):
                 continue
             if not any(b.root().requires_grad or b.root().id in carrying for b in true_reads(ev)):
                 continue
@@ -215,7 +242,7 @@ tape.backward(loss)
                 carrying.add(buf.id)
                 candidates.setdefault(buf.id, (idx, buf))
         for idx, buf in candidates.values():
-            hit = self._reaches_loss(events, idx, buf)
+            hit = self._reaches_loss(events, idx, buf, no_adjoint)
             if hit is None:
                 continue
             writer, reader, sink = events[idx], hit[0], hit[1]
@@ -235,7 +262,8 @@ tape.backward(loss)
         return f"`wp.{ev.kind}`"
 
     @staticmethod
-    def _reaches_loss(events: list[Event], start: int, buf: Buffer) -> tuple[Event, str] | None:
+    def _reaches_loss(events: list[Event], start: int, buf: Buffer,
+                      no_adjoint: Callable[[Event], bool]) -> tuple[Event, str] | None:
         """The first recorded reader of ``buf`` after ``events[start]`` from which data flows (on the
         tape) into an array with a gradient that a later backward of the same tape differentiates, and
         the name of that array (the backward's loss when the flow reaches it)."""
@@ -253,7 +281,7 @@ tape.backward(loss)
         first_reader: Event | None = None
         sink: str | None = None
         for ev in events[start + 1 :]:
-            if tape_of(ev) != tape or ev.kind not in DIFFERENTIABLE or exclusive(ev, writer):
+            if tape_of(ev) != tape or ev.kind not in DIFFERENTIABLE or exclusive(ev, writer) or no_adjoint(ev):
                 continue
             if not any(b.root().id in tainted for b in true_reads(ev)):
                 continue
