@@ -1,14 +1,13 @@
 """``apply`` on real third-party code: files of the warp-lang wheel (copied first).
 
-The whole wheel (491 files) was run once by hand (per file, 12 files edited, all compiling);
-this keeps a sample that exercises most codemods (WF101, WF106, WF202, WF401, WF501, WF701) on
-code nobody wrote for warpfix: every file stays byte-identical or still compiles, and a second
-apply changes nothing.
+The whole wheel (491 files) was run by hand (`bench/apply_libraries.py`): no file changes. This keeps
+a sample whose findings are real, taped hazards that Warp's own tests create on purpose (under Warp's
+overwrite check, or in a test that asserts on the gradients the code computes): `apply` refuses each
+with that reason and leaves every file byte-identical.
 """
 
 from __future__ import annotations
 
-import py_compile
 import shutil
 from pathlib import Path
 
@@ -29,21 +28,19 @@ SAMPLE = [
 
 
 @pytest.mark.slow
-def test_apply_on_warp_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_apply_on_warp_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
     root = Path(warp.__file__).parent
     for rel in SAMPLE:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, tmp_path / rel)
     monkeypatch.chdir(tmp_path)
-    assert main(["apply", "--no-cache", "--unsafe-fixes", "."]) in (0, 1)
-    changed = [rel for rel in SAMPLE if (tmp_path / rel).read_bytes() != (root / rel).read_bytes()]
-    assert changed, "the sample exercises no codemod any more"
-    for rel in changed:
-        py_compile.compile(str(tmp_path / rel), doraise=True)
-    after = {rel: (tmp_path / rel).read_bytes() for rel in SAMPLE}
-    # a second apply writes nothing (it still exits 1 while unfixable error findings remain, as ruff does)
-    assert main(["apply", "--no-cache", "--unsafe-fixes", "."]) in (0, 1)
-    assert {rel: (tmp_path / rel).read_bytes() for rel in SAMPLE} == after
+    assert main(["apply", "--no-cache", "--unsafe-fixes", "."]) == 1  # error findings remain, as in ruff
+    out = capsys.readouterr().out
+    assert [rel for rel in SAMPLE if (tmp_path / rel).read_bytes() != (root / rel).read_bytes()] == []
+    # the findings were there and each fix was refused for what the code does on purpose
+    assert "tests/test_options.py" in out and "asserts on the gradients" in out
+    assert "tests/test_overwrite.py" in out and "verify_autograd_array_access" in out
 
 
 UNTAPED_LIBRARY = '''\
