@@ -42,7 +42,9 @@ BUG_LINE = 7
 
 def env(**extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    out["PYTHONPATH"] = str(REPO) + os.pathsep + out.get("PYTHONPATH", "")
+    # no empty entry: Python reads one as the working folder (a test running in a folder that holds
+    # ``math.py`` would import it)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), out.get("PYTHONPATH", "")) if p)
     out.update(extra)
     return out
 

@@ -57,7 +57,7 @@ UNSAFE = BUGGY.replace("@wp.kernel\ndef scale", "@wp.kernel(enable_backward=Fals
 TIMEOUT = 60.0
 SERVER = ClientServerConfig(
     server_command=[sys.executable, "-m", "warpfix", "lsp"],
-    server_env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+    server_env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)},
 )
 
 
