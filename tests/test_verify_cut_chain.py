@@ -42,9 +42,12 @@ def test_an_intermediate_without_requires_grad_is_reported_at_its_allocation_and
     assert "b = wp.zeros(N, dtype=float, requires_grad=True)" in edited
 
 
-@pytest.mark.parametrize("args", [(), ("--detached",)], ids=["correct", "detached-metric"])
+@pytest.mark.parametrize("args", [(), ("--detached",), ("--custom",)],
+                         ids=["correct", "detached-metric", "unrecorded-under-custom-adjoint"])
 def test_a_full_chain_and_a_chain_that_never_reaches_the_loss_are_clean(args: tuple[str, ...]) -> None:
-    """`--detached` computes a metric from p into buffers without gradients: they never reach the loss."""
+    """`--detached` computes a metric from p into buffers without gradients: they never reach the loss.
+    `--custom` passes the chain through a scratch buffer without a gradient by launches the tape does not
+    record, under a ``record_func`` adjoint: no recorded operation is cut (a false WF201 before)."""
     report, found = cut_chains(*args)
     assert found == []
     assert not [f for f in report.findings if f.severity.value == "error"]

@@ -1,6 +1,9 @@
 """Fit p so that sum((2 p)^2) is minimal, through an intermediate `b`. `--bug` allocates `b` without
 requires_grad: the chain p -> b -> loss is cut there and p gets a zero gradient. `--detached` computes a
-metric from p into buffers without gradients that never reach the loss (correct: nothing to report)."""
+metric from p into buffers without gradients that never reach the loss (correct: nothing to report).
+`--custom` copies the intermediate on through a scratch buffer without a gradient by launches the tape does
+not record (``record_tape=False``) under a hand-written adjoint (``tape.record_func``), as warp's
+fluid_checkpoint_custom_backward solver does: no recorded operation is cut (correct)."""
 
 import sys
 
@@ -23,13 +26,26 @@ def total(b: wp.array(dtype=float), loss: wp.array(dtype=float)):
 
 
 @wp.kernel
+def copy1(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = a[i]
+
+
+@wp.kernel
+def add_adjoint(b_grad: wp.array(dtype=float), a_grad: wp.array(dtype=float)):
+    i = wp.tid()
+    a_grad[i] += b_grad[i]
+
+
+@wp.kernel
 def sgd(p: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
     i = wp.tid()
     p[i] = p[i] - lr * g[i]
 
 
-def main(bug: bool, detached: bool):
+def main(bug: bool, detached: bool, custom: bool):
     p = wp.array(np.linspace(1.0, 2.0, N), dtype=float, requires_grad=True)
+    scratch = wp.zeros(N, dtype=float)
     for it in range(3):
         b = wp.zeros(N, dtype=float, requires_grad=not bug)
         loss = wp.zeros(1, dtype=float, requires_grad=True)
@@ -37,7 +53,15 @@ def main(bug: bool, detached: bool):
         metric_total = wp.zeros(1, dtype=float)
         tape = wp.Tape()
         with tape:
-            wp.launch(double, dim=N, inputs=[p], outputs=[b])
+            if custom:
+                b0 = wp.zeros(N, dtype=float, requires_grad=True)
+                wp.launch(double, dim=N, inputs=[p], outputs=[b0])
+                wp.launch(copy1, dim=N, inputs=[b0], outputs=[scratch], record_tape=False)
+                wp.launch(copy1, dim=N, inputs=[scratch], outputs=[b], record_tape=False)
+                tape.record_func(lambda b=b, b0=b0: wp.launch(add_adjoint, dim=N, inputs=[b.grad], outputs=[b0.grad],
+                                                              record_tape=False), arrays=[b0, b])
+            else:
+                wp.launch(double, dim=N, inputs=[p], outputs=[b])
             wp.launch(total, dim=N, inputs=[b], outputs=[loss])
             if detached:
                 wp.launch(double, dim=N, inputs=[p], outputs=[metric])
@@ -50,4 +74,4 @@ def main(bug: bool, detached: bool):
 
 if __name__ == "__main__":
     with wp.ScopedDevice("cpu"):
-        main("--bug" in sys.argv, "--detached" in sys.argv)
+        main("--bug" in sys.argv, "--detached" in sys.argv, "--custom" in sys.argv)

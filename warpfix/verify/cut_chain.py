@@ -99,7 +99,9 @@ class CutChain:
         tracer = self.tracer
         steps: list[tuple[float, Any, list[Any], list[Any]]] = [
             (op.index, op, [i.arr for i in op.reads], [i.arr for i in op.writes])
-            for op in tracer.ops[since:] if op.tape is tape or op.recording is tape
+            # recorded operations only: one that runs in the block unrecorded (``record_tape=False``, under a
+            # ``record_func`` adjoint) has no backward to cut, with or without requires_grad
+            for op in tracer.ops[since:] if op.tape is tape
         ]  # fmt: skip
         held = self.funcs.get(id(tape))
         if held is not None and held[0] is tape:
