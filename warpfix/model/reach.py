@@ -125,17 +125,20 @@ def _options_disable_backward(kd: KernelDef) -> bool:
 def compiles_no_adjoint(project: Project, kd: KernelDef) -> bool:
     """:meth:`TapeReach.backward_disabled` without the traces: usable while they are streamed (a rule's
     ``check_trace``), when the tape reach is not known yet."""
-    if _options_disable_backward(kd):
-        return True
-    for ref, files in _NO_BACKWARD_CACHE:
-        if ref() is project:
-            return kd.path in files
-    files = _backward_disabled_files(project)
-    _NO_BACKWARD_CACHE[:] = [(weakref.ref(project), files)]
-    return kd.path in files
+    return _options_disable_backward(kd) or kd.path in _backward_disabled_files(project)
 
 
 def _backward_disabled_files(project: Project) -> set[str]:
+    """The files of :func:`_scan_backward_disabled_files`, scanned once per project object."""
+    for ref, files in _NO_BACKWARD_CACHE:
+        if ref() is project:
+            return files
+    files = _scan_backward_disabled_files(project)
+    _NO_BACKWARD_CACHE[:] = [(weakref.ref(project), files)]
+    return files
+
+
+def _scan_backward_disabled_files(project: Project) -> set[str]:
     """Files whose module body runs ``wp.set_module_options({"enable_backward": False})`` or
     sets ``wp.config.enable_backward = False``: no adjoint code is compiled for their kernels."""
     out: set[str] = set()
