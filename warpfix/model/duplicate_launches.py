@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from warpfix.finding import Span
 from warpfix.model.facts import Event, KernelDef, Trace
 from warpfix.model.hazards import event_value_reads, overwritten_params, tape_ids
+from warpfix.model.tapeflow import forget_reset_tape
 
-RESET_KINDS = ("backward", "tape_reset")
 _ARRAY_OPS = ("launch", "copy", "assign", "clone", "zero", "fill", "host_write", "call")
 
 
@@ -90,11 +90,7 @@ def duplicate_launches(trace: Trace) -> Iterator[tuple[Event, Event]]:
     last: dict[int, Event] = {}  # tape -> last recorded array op
     between_writes: dict[int, set[int]] = {}  # tape -> buffers written since that op
     for ev in trace.events:
-        if ev.kind in RESET_KINDS:
-            if ev.tape is None:
-                last.clear()
-            else:
-                last.pop(ev.tape, None)
+        if forget_reset_tape(ev, last):
             continue
         if ev.kind not in _ARRAY_OPS:
             continue

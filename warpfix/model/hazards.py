@@ -27,14 +27,13 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, KernelDef, Trace
 from warpfix.model.project_files import package_root
-from warpfix.model.tapeflow import conditional_launch
+from warpfix.model.tapeflow import RESET_KINDS, conditional_launch, forget_reset_tape
 
 if TYPE_CHECKING:
     from warpfix.model import Project
 
 
 _OVERWRITE_KINDS = ("write", "rmw", "inplace_mul")
-RESET_KINDS = ("backward", "tape_reset")
 
 
 # -- kernel facts ------------------------------------------------------------------------------
@@ -456,11 +455,7 @@ def _segments(trace: Trace, reads: ReadsFn) -> Iterator[tuple[int, Event, dict[i
     hazards itself)."""
     live: dict[int, dict[int, Touch]] = {}
     for pos, ev in enumerate(trace.events):
-        if ev.kind in RESET_KINDS:
-            if ev.tape is None:
-                live.clear()
-            else:
-                live.pop(ev.tape, None)
+        if forget_reset_tape(ev, live):
             continue
         yield pos, ev, live
         if not ev.recorded:

@@ -165,6 +165,22 @@ def iterations(trace: Trace, loop_id: int) -> Iterator[tuple[Window, Window]]:
             yield w0, w1
 
 
+#: events that end what a tape has recorded so far: its backward consumed it, or ``reset()`` dropped it
+RESET_KINDS = ("backward", "tape_reset")
+
+
+def forget_reset_tape(ev: Event, per_tape: dict[int, object]) -> bool:
+    """When ``ev`` ends what its tape recorded (:data:`RESET_KINDS`), drop that tape's entry of
+    ``per_tape`` (every entry when the event names no tape) and return True; else return False."""
+    if ev.kind not in RESET_KINDS:
+        return False
+    if ev.tape is None:
+        per_tape.clear()
+    else:
+        per_tape.pop(ev.tape, None)
+    return True
+
+
 def next_backward(events: list[Event], idx: int, tape: int) -> Event | None:
     for ev in events[idx + 1 :]:
         if ev.tape == tape and ev.kind == "tape_reset":

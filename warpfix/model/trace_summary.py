@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from warpfix.model.facts import Event, KernelDef, Trace
+from warpfix.model.tapeflow import RESET_KINDS
 
 TAPE_OPS = frozenset({"tape_begin", "tape_end", "backward", "tape_zero", "tape_reset"})
 
@@ -53,7 +54,7 @@ class TraceSummary:
                 recorded_by.update(s.tape for s in ev.tapes)
             if ev.kind == "tape_end" and ev.tape in recorded_by:
                 pending.add(ev.tape)  # type: ignore[arg-type]
-            elif ev.kind in ("backward", "tape_reset") and ev.tape is not None:
+            elif ev.kind in RESET_KINDS and ev.tape is not None:
                 pending.discard(ev.tape)
             done = self.marked_taped if taped else self.marked
             for span in (ev.span, *ev.call_stack):

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import RESET_KINDS, event_value_reads, tape_ids, unresolved_element
+from warpfix.model.hazards import event_value_reads, tape_ids, unresolved_element
+from warpfix.model.tapeflow import forget_reset_tape
 from warpfix.rules._overwrite_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -101,11 +102,7 @@ tape.backward(loss)
             return
         pending: dict[int, list[tuple[Event, Buffer]]] = {}  # tape -> copies not yet followed by a read
         for ev in trace.events:
-            if ev.kind in RESET_KINDS:
-                if ev.tape is None:
-                    pending.clear()
-                else:
-                    pending.pop(ev.tape, None)
+            if forget_reset_tape(ev, pending):
                 continue
             if not ev.recorded:
                 continue

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.hazards import (
-    RESET_KINDS,
     Touch,
     event_overwrites,
     event_sensitive_reads,
     tape_ids,
     unresolved_element,
 )
+from warpfix.model.tapeflow import forget_reset_tape
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -113,11 +113,7 @@ tape.backward(loss)
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         live: dict[int, dict[int, Touch]] = {}  # tape -> root buffer id -> first recorded read
         for ev in trace.events:
-            if ev.kind in RESET_KINDS:
-                if ev.tape is None:
-                    live.clear()
-                else:
-                    live.pop(ev.tape, None)
+            if forget_reset_tape(ev, live):
                 continue
             writes = event_overwrites(ev)
             if ev.kind == "host_write":

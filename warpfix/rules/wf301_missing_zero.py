@@ -13,7 +13,7 @@ from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.grad_walk import GradState, walk_grads
-from warpfix.model.tapeflow import DIFFERENTIABLE, line_ref, outputs, tape_of, true_reads
+from warpfix.model.tapeflow import DIFFERENTIABLE, RESET_KINDS, line_ref, outputs, tape_of, true_reads
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -261,6 +261,6 @@ def _recording_start(events: list[Event], idx: int, tape: int) -> int:
     """Index after the previous backward/reset of ``tape`` before ``idx``."""
     for j in range(idx - 1, -1, -1):
         ev = events[j]
-        if ev.tape == tape and ev.kind in ("backward", "tape_reset"):
+        if ev.tape == tape and ev.kind in RESET_KINDS:
             return j + 1
     return 0

@@ -10,6 +10,7 @@ from warpfix.model import Project
 from warpfix.model.facts import Event, Trace, exclusive
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
+    RESET_KINDS,
     WRITES,
     anchor,
     conditional_launch,
@@ -107,7 +108,7 @@ tape.backward(loss)
         events = trace.events
         reads: dict[int, dict[int, Event]] = {}  # tape -> buffer root id -> recorded reader
         for idx, ev in enumerate(events):
-            if ev.kind in ("backward", "tape_reset") and ev.tape is not None:
+            if ev.kind in RESET_KINDS and ev.tape is not None:
                 reads.pop(ev.tape, None)
                 continue
             tape = tape_of(ev)
