@@ -6,9 +6,11 @@ import pytest
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
-from warpfix import lsp
 from warpfix.config import Config
-from warpfix.lsp import ignore_comment_edit, text_edits
+from warpfix.lsp import lint as lsp
+from warpfix.lsp import server
+from warpfix.lsp.edits import ignore_comment_edit, text_edits
+from warpfix.report import fixedits
 
 WF702 = """import warp as wp
 
@@ -99,15 +101,16 @@ def test_a_lint_runs_no_codemod(monkeypatch, tmp_path) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("a lint must not compute fixes")
 
-    monkeypatch.setattr(lsp, "fix_changes", broken)
+    monkeypatch.setattr(server, "fix_changes", broken)
+    monkeypatch.setattr(fixedits, "fix_changes", broken)
     path = str(tmp_path / "fit.py")
     uri = (tmp_path / "fit.py").as_uri()
-    snap = lsp._Snapshot({path: WF702}, {uri: 3}, {path: uri}, Config(), PositionCodec())
+    snap = lsp.Snapshot({path: WF702}, {uri: 3}, {path: uri}, Config(), PositionCodec())
     result = lsp.lint_snapshot(snap)
     checked, (diagnostic,) = result.documents[uri]
     assert diagnostic.code == "WF702"
     assert "edits" not in diagnostic.data
-    assert diagnostic.data["fix"] and diagnostic.data["span"] == lsp._span_key(checked.findings[0])
+    assert diagnostic.data["fix"] and diagnostic.data["span"] == lsp.span_key(checked.findings[0])
     assert diagnostic.data["version"] == 3
     assert checked.version == 3
 
@@ -117,7 +120,7 @@ def test_diagnostic_edits_use_the_clients_position_units(tmp_path) -> None:
     uri = (tmp_path / "fit.py").as_uri()
     # U+1D714 is one code point (Python's column unit) but two UTF-16 units (the LSP default)
     text = WF702.replace("    l = wp.sqrt(", "    \U0001d714 = 1.0; l = wp.sqrt(")
-    snap = lsp._Snapshot({path: text}, {uri: 1}, {path: uri}, Config(), PositionCodec())
+    snap = lsp.Snapshot({path: text}, {uri: 1}, {path: uri}, Config(), PositionCodec())
     (diagnostic,) = lsp.lint_snapshot(snap).documents[uri][1]
     line = text.splitlines()[diagnostic.range.start.line]
     assert (

@@ -9,9 +9,9 @@ import pytest
 from pygls.workspace import PositionCodec
 
 import warpfix.engine
-from warpfix import lsp
 from warpfix.config import Config
 from warpfix.engine import ParseCache, check_sources
+from warpfix.lsp import lint as lsp
 
 KERNELS = """import warp as wp
 
@@ -62,9 +62,9 @@ def _folder(tmp_path: Path) -> Path:
     return tmp_path / "kernels.py"
 
 
-def _snapshot(path: Path, text: str, version: int, cache: ParseCache) -> lsp._Snapshot:
+def _snapshot(path: Path, text: str, version: int, cache: ParseCache) -> lsp.Snapshot:
     uri = path.as_uri()
-    return lsp._Snapshot({str(path): text}, {uri: version}, {str(path): uri}, Config(), PositionCodec(),
+    return lsp.Snapshot({str(path): text}, {uri: version}, {str(path): uri}, Config(), PositionCodec(),
                          parse_cache=cache)
 
 
@@ -127,7 +127,7 @@ def test_a_package_init_is_joined_by_relative_imports(tmp_path: Path) -> None:
              str(pkg / "solo.py"): "import numpy\n"}
     docs = {str(pkg / "__init__.py"): texts[str(pkg / "__init__.py")]}
     others = {p: t for p, t in texts.items() if p not in docs}
-    assert set(lsp._related(docs, others, ParseCache().parse)) == {str(pkg / "sim.py")}
+    assert set(lsp.related_neighbours(docs, others, ParseCache().parse)) == {str(pkg / "sim.py")}
 
 
 UNTAPED = """import warp as wp
