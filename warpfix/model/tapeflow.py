@@ -25,7 +25,7 @@ _INT_DTYPES = frozenset(
 
 def is_integer_dtype(expr: str | ast.expr | None) -> bool:
     """Whether an annotation/dtype expression names an integer or boolean element type
-    (``wp.array(dtype=int)``, ``wp.int32``, ``wp.array2d(dtype=wp.uint8)``)."""
+    (``wp.array(dtype=int)``, ``wp.int32``, ``wp.array2d(dtype=wp.uint8)``, ``wp.array[wp.int32]``)."""
     if expr is None:
         return False
     if isinstance(expr, str):
@@ -40,6 +40,9 @@ def is_integer_dtype(expr: str | ast.expr | None) -> bool:
         if dtype is None and node.args:
             dtype = node.args[0]
         return dtype is not None and is_integer_dtype(dtype)
+    if isinstance(node, ast.Subscript):  # wp.array[int], wp.array2d[wp.int32, ...]
+        index = node.slice
+        return is_integer_dtype(index.elts[0] if isinstance(index, ast.Tuple) and index.elts else index)
     if isinstance(node, ast.Attribute):
         return node.attr in _INT_DTYPES
     if isinstance(node, ast.Name):

@@ -169,6 +169,36 @@ tape.backward(loss)
             note="`snap` compiles no backward: the chain is cut on purpose, `requires_grad` on `y` would "
             "change nothing (a taped kernel without backward is WF202's finding)",
         ),
+        Example(
+            _FIT
+            + """
+INDEX = wp.int32
+
+
+@wp.kernel
+def bucket(x: wp.array[float], k: wp.array[float], cell: wp.array[wp.int32]):
+    i = wp.tid()
+    cell[i] = wp.int32(k[0] * x[i] * 10.0)
+
+
+@wp.kernel
+def gather(x: wp.array[float], cell: wp.array[wp.int32], y: wp.array[float]):
+    i = wp.tid()
+    y[i] = x[i] * float(cell[i])
+
+
+cell = wp.zeros(n, dtype=INDEX)
+y = wp.zeros(n, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(bucket, dim=n, inputs=[x, k], outputs=[cell])
+    wp.launch(gather, dim=n, inputs=[x, cell], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="`cell` is an integer array (the kernel's `wp.array[wp.int32]` says so where the allocation's "
+            "dtype is a name): integers carry no gradient, there is no chain to cut",
+        ),
     ]
     INVALID = [
         Example(
