@@ -35,7 +35,8 @@ def test_apply_on_warp_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, tmp_path / rel)
     monkeypatch.chdir(tmp_path)
-    assert main(["apply", "--no-cache", "--unsafe-fixes", "."]) == 1  # error findings remain, as in ruff
+    # warnings only remain: every hazard left is one the code observes on purpose (model.pinned)
+    assert main(["apply", "--no-cache", "--unsafe-fixes", "."]) == 0
     out = capsys.readouterr().out
     assert [rel for rel in SAMPLE if (tmp_path / rel).read_bytes() != (root / rel).read_bytes()] == []
     # the findings were there and each fix was refused for what the code does on purpose

@@ -15,6 +15,7 @@ import pytest
 
 from warpfix.apply import plan_fixes
 from warpfix.engine import check_paths
+from warpfix.finding import Severity
 
 RETAIN = '''\
 import numpy as np
@@ -110,6 +111,29 @@ def test_the_refusal_is_in_the_findings_data(tmp_path: Path) -> None:
     path.write_text(RETAIN.format(name="test_retain", check=ASSERT))
     (finding,) = [f for f in check_paths([str(path)], use_cache=False).findings if f.rule == "WF501"]
     assert finding.data["taped"] is True and "test_retain" in finding.data["no_edit"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "text", "rule"),
+    [
+        ("test_retain.py", RETAIN.format(name="test_retain", check=ASSERT), "WF501"),
+        ("prog.py", DETECTOR.format(switch="    wp.config.verify_autograd_array_access = True"), "WF104"),
+    ],
+    ids=["a test asserts the gradients", "Warp's overwrite check is on"],
+)
+def test_a_hazard_the_program_observes_on_purpose_is_a_warning(tmp_path: Path, filename: str, text: str,
+                                                              rule: str) -> None:
+    """Warp's own tests make these hazards to test Warp (test_overwrite.py, test_array.py::test_retain_grad):
+    the finding stays, as a warning that says why; the same code in a plain script is an error."""
+    path = tmp_path / filename
+    path.write_text(text)
+    (finding,) = [f for f in check_paths([str(path)], use_cache=False).findings if f.rule == rule]
+    assert finding.severity is Severity.WARNING
+    assert "a warning here, because" in finding.message
+    plain = tmp_path / "train.py"
+    plain.write_text(text.replace("verify_autograd_array_access = True", "verify_cuda = False"))
+    (finding,) = [f for f in check_paths([str(plain)], use_cache=False).findings if f.rule == rule]
+    assert finding.severity is Severity.ERROR and "a warning here" not in finding.message
 
 
 @pytest.mark.slow

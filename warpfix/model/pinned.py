@@ -1,7 +1,8 @@
 """Code whose current gradients or overwrites the program itself observes: a fix there breaks it.
 
 An automatic fix changes gradients by design (or removes an overwrite). Two kinds of code observe
-exactly that, so an edit there is refused (the diagnostic stays; ``data["no_edit"]`` says why):
+exactly that, so an edit there is refused (the diagnostic stays, a warning since the program observes
+the hazard on purpose; ``data["no_edit"]`` says why):
 
 - a test function (``test*`` in a ``test_*.py`` / ``*_test.py`` file) that asserts on gradients
   (an assertion reading ``.grad``, directly or through a local): it pins the gradients the code
@@ -85,13 +86,13 @@ def refusal_at(src: SourceFile, line: int, rule: str) -> str | None:
         _module_turns_on_detector(src) or any(_turns_on_detector(src, fn) for fn in functions)
     ):
         return (
-            "the program turns on Warp's own overwrite check here (`wp.config.verify_autograd_array_access`): "
-            "it observes this overwrite, fix it by hand"
+            "the program turns on Warp's own overwrite check here (`wp.config.verify_autograd_array_access`) "
+            "and observes this overwrite"
         )
     if _is_test_file(src.path):
         for fn in functions:
             if fn.name.startswith("test") and _asserts_gradients(fn):
-                return f"test `{fn.name}` asserts on the gradients this code computes now: fix it by hand"
+                return f"test `{fn.name}` asserts on the gradients this code computes now"
     return None
 
 

@@ -146,8 +146,10 @@ def paths_context_records(paths: Iterable[str]) -> bool:
 
 def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
     """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning.
-    A taped finding in code that observes its current gradients or overwrite also gets
-    ``data["no_edit"]``, the reason no automatic edit may fix it (:mod:`warpfix.model.pinned`)."""
+
+    A taped finding in code that observes its current gradients or overwrite on purpose (a test
+    asserting them, Warp's own overwrite check turned on: :mod:`warpfix.model.pinned`) is a warning
+    too, whose message says so, and gets ``data["no_edit"]``: no automatic edit may fix it."""
     index = TapedIndex(project)
     out = []
     for f in findings:
@@ -155,11 +157,15 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
         taped = index.taped(f) and not (f.data.get("conditional") or f.data.get("library_in_place"))
         severity = f.severity if taped or f.severity != Severity.ERROR else Severity.WARNING
         data = {**f.data, "taped": taped}
-        if taped and f.fix.safety is not FixSafety.NONE:
-            refusal = edit_refusal(project, f)
-            if refusal is not None:
-                data["no_edit"] = refusal
-        out.append(dataclasses.replace(f, severity=severity, data=data))
+        message = f.message
+        observed = edit_refusal(project, f) if taped and (f.fix.safety is not FixSafety.NONE
+                                                          or f.severity is Severity.ERROR) else None
+        if observed is not None:
+            data["no_edit"] = f"{observed}: fix it by hand"
+            if severity is Severity.ERROR:
+                severity = Severity.WARNING
+                message = f"{message}; a warning here, because {observed}"
+        out.append(dataclasses.replace(f, severity=severity, data=data, message=message))
     return out
 
 
