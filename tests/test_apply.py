@@ -97,6 +97,49 @@ def test_diff_writes_nothing(project: Path, capsys: pytest.CaptureFixture[str]) 
     assert (project / "main.py").read_text(encoding="utf-8") == BUGGY
 
 
+STRUCT_BOUND = textwrap.dedent("""\
+    import warp as wp
+
+
+    @wp.struct
+    class Lights:
+        n: int
+
+
+    @wp.kernel
+    def shade(x: wp.array(dtype=float), lights: Lights, loss: wp.array(dtype=float)):
+        i = wp.tid()
+        s = float(0.0)
+        for _j in range(lights.n):
+            s = s + x[i]
+        wp.atomic_add(loss, 0, s * x[i])
+
+
+    lights = Lights()
+    lights.n = 3
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(shade, dim=4, inputs=[x, lights], outputs=[loss])
+    tape.backward(loss)
+""")
+
+
+def test_diff_says_on_stderr_what_it_would_do_and_why_not(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """stdout holds the diffs alone; stderr names each fix that would not be made, with why, and the count."""
+    assert apply("--diff", "main.py") == 1
+    captured = capsys.readouterr()
+    assert "Would apply 2 fixes in 1 file" in captured.err and "Would" not in captured.out
+    (project / "shade.py").write_text(STRUCT_BOUND, encoding="utf-8")
+    assert apply("--diff", "shade.py") == 1  # an error-level finding remains
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "shade.py:15: WF403 not fixed: " in captured.err and "Would apply 0 fixes in 0 files" in captured.err
+    assert apply("--diff", "-q", "shade.py") == 1
+    assert capsys.readouterr().err == ""
+
+
 def test_select_limits_the_fixes(project: Path) -> None:
     assert apply("--select", "WF702", ".") == 1
     text = (project / "main.py").read_text(encoding="utf-8")

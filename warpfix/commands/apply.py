@@ -144,11 +144,35 @@ def run(args: argparse.Namespace) -> int:
             out.write(json.dumps(result.to_json(), indent=2) + "\n")
         elif args.diff:
             out.write(unified_diffs(result))
+            if not args.quiet:
+                sys.stderr.write(diff_summary(result))
         elif not args.quiet or result.changed:
             render_text(result, checked=args.check, color=use_color(args, out), file=out)
     if result.errors:
         return 2
     return 1 if result.changed or _errors_remain(result) else 0
+
+
+def diff_summary(result: ApplyResult) -> str:
+    """What ``--diff`` would do, for stderr (stdout holds the diffs alone, as in ruff): each edit that
+    would not be made, with why, then the count."""
+    from warpfix.report.cells import localize
+
+    lines = []
+    for e in _shown(result):
+        if not e.kept:
+            where, cell = localize(e.finding, result.originals)
+            place = f"{where.path}:cell {cell}:{where.line}" if cell is not None else f"{where.path}:{where.line}"
+            lines.append(f"{place}: {e.finding.rule} not fixed: {e.reason}\n")
+    fixed, files = sum(e.kept for e in result.edits), len(result.changed)
+    lines.append(f"Would apply {fixed} fix{'es' if fixed != 1 else ''} in {files} file{'s' if files != 1 else ''}\n")
+    return "".join(lines)
+
+
+def _shown(result: ApplyResult) -> list[Edit]:
+    """The edits apply reports: those made, and those it could not make (diagnostics without any fix
+    are `warpfix check`'s business)."""
+    return [e for e in result.edits if e.kept or not e.reason.startswith(("no automatic fix", "diagnostic only"))]
 
 
 def _errors_remain(result: ApplyResult) -> bool:
@@ -218,8 +242,7 @@ def render_text(result: ApplyResult, *, checked: bool, color: bool, file: io.Tex
     diffs = unified_diffs(result)
     if diffs:
         console.print(Syntax(diffs, "diff", theme="ansi_dark", background_color="default"))
-    # diagnostics without a fix are `warpfix check`'s business; here: what apply did or could not do
-    shown = [e for e in result.edits if e.kept or not e.reason.startswith(("no automatic fix", "diagnostic only"))]
+    shown = _shown(result)
     if shown:
         table = Table(show_edge=False, header_style="bold")
         table.add_column("rule")
