@@ -47,10 +47,6 @@ class CheckResult:
     recording: tuple[bool, bool] = (False, False)
 
 
-class UsageError(Exception):
-    """A problem with the command line itself (exit code 2 before any work)."""
-
-
 @cache
 def installed_warp_version() -> tuple[int, ...]:
     """The installed warp-lang version, read from package metadata (importing warp is slow)."""

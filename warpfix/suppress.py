@@ -71,26 +71,6 @@ _NON_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, t
              tokenize.ENDMARKER, tokenize.ENCODING}
 
 
-def suppressions(text: str) -> dict[int, set[str] | None]:
-    """Line -> suppressed rule IDs (None = all rules) of the line comments."""
-    out: dict[int, set[str] | None] = {}
-    for c in parse_comments(text):
-        if c.whole_file:
-            continue
-        if c.ids is None or (c.line in out and out[c.line] is None):
-            out[c.line] = None
-        else:
-            out[c.line] = (out.get(c.line) or set()) | set(c.ids)
-    return out
-
-
-def is_suppressed(table: dict[int, set[str] | None], line: int, rule: str) -> bool:
-    if line not in table:
-        return False
-    ids = table[line]
-    return ids is None or rule in ids or any(rule.startswith(i) for i in ids)
-
-
 def filter_findings(
     findings: Iterable[Finding],
     texts: Mapping[str, str],
