@@ -115,6 +115,18 @@ def test_missing_tape_zero_is_wf903():
     assert report.exit_code == 1
 
 
+@pytest.mark.parametrize(("flag", "second"), [("--reset", "pass"), ("", "fail")], ids=["reset", "re-recorded"])
+def test_an_update_through_numpy_ends_the_first_iteration(flag, second):
+    """`wp.array(x.grad.numpy() * s)` fed to the optimizer launch is gradient data: the window ends at that
+    update, and the next iteration's backward is checked (a tape re-entered without reset doubles it)."""
+    report = verify("python", "host_update.py", *([flag] if flag else []))
+    assert report.error is None, report.error
+    verdicts = [(b.window, [p.verdict for p in b.params]) for b in report.backwards]
+    assert verdicts == [(0, ["pass"]), (1, [second])], verdicts
+    if second == "fail":
+        assert "2x" in next(f.message for f in report.findings if f.rule == "WF901")
+
+
 def test_write_before_backward_is_wf902():
     report = verify("python", "reset_before_backward.py")
     wf902 = [f for f in report.findings if f.rule == "WF902"]

@@ -482,7 +482,10 @@ class Tracer(FiniteDifferences):
         for info in op.reads:
             if info.first_read is None:
                 info.first_read = idx
-        tainted_in = any(i.tainted or i.is_grad for i in op.reads) or (op.kind == "assign" and self.host_grad_read)
+        # gradient data reaches this op: a traced gradient or what was computed from one, or host data made
+        # after the host read a gradient (``x.assign(...)``; ``step = wp.array(g_np * s)`` read here first)
+        tainted_in = any(i.tainted or i.is_grad for i in op.reads) or self.host_grad_read and (
+            op.kind == "assign" or any(i.first_read == idx and not i.writes_at for i in op.reads))
         end_window = False
         for info in op.writes:
             info.writes_at.append(idx)
