@@ -3,12 +3,19 @@ tracker does not see these writes)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.hazards import Hazard, hazard_data, read_related
+from warpfix.model.reset_era import reset_era
 from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 
 class ZeroFillRead(HazardRule):
@@ -84,15 +91,46 @@ with tape:
         )
     ]
 
-    def report(self, hz: Hazard) -> Iterator[Finding]:
+    def begin(self, project: Project) -> None:
+        super().begin(project)
+        # span -> (the first finding there, the snapshot sites of every hazard there, the first refusal)
+        self._found: dict[Span, tuple[Finding, list[list[object]], str | None]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        for hz in self._hazards.of_trace(project, trace):
+            self.note(hz)
+        return iter(())
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        """Every finding, once all hazards at its reset are known: one code edit serves them all, so
+        the snapshot is offered only when it is exact for each."""
+        for hz in self._hazards.rest():
+            self.note(hz)
+        for finding, sites, refused in self._found.values():
+            extra = {"snapshot_refused": refused} if refused else {"snapshot": sites}
+            yield dataclasses.replace(finding, data={**finding.data, **extra})
+
+    def note(self, hz: Hazard) -> None:
         ev = hz.write.event
         name = hz.write.name
-        call = "zero_()" if ev.kind == "zero" else "fill_(...)"
-        yield self.finding(
-            ev.span,
-            f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
-            f"not record this write, so that adjoint replays against the new contents",
-            data=hazard_data(hz),
-            related=read_related(hz),
-        )
-
+        era = reset_era(hz.trace, hz.position, hz.write.buffer)
+        if era.copies_only:
+            return  # only copies read what the reset destroys, and nothing on the tape follows it
+        refused = era.snapshot_refusal(name)
+        known = self._found.get(ev.span)
+        if known is None:
+            call = "zero_()" if ev.kind == "zero" else "fill_(...)"
+            finding = self.finding(
+                ev.span,
+                f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
+                f"not record this write, so that adjoint replays against the new contents",
+                data=hazard_data(hz),
+                related=read_related(hz),
+            )
+            self._found[ev.span] = (finding, [] if refused else era.snapshot_sites(), refused)
+            return
+        finding, sites, earlier = known
+        if earlier or refused:
+            self._found[ev.span] = (finding, sites, earlier or refused)
+        else:
+            sites.extend(s for s in era.snapshot_sites() if s not in sites)

@@ -1,0 +1,137 @@
+"""What a tape did with an array before and after an unrecorded ``x.zero_()`` / ``x.fill_(v)`` (WF105).
+
+The *window* of a reset is the part of the trace since the last backward or reset of the tapes
+recording it. In that window the reset's *era* is what followed the last recorded write of the
+buffer (or the window's start): the recorded reads of the values the reset destroys. Two facts
+decide how such a reset can be repaired without changing a forward value:
+
+* when every reader of the era is a ``wp.launch`` of the project's own code, each can read a
+  snapshot instead (``inputs=[wp.clone(x), ...]``): the copy is recorded, so the gradient still
+  reaches ``x``, and the reader's adjoint replays against the snapshot, which nothing overwrites;
+* that is exact only when nothing on the tape touches the buffer after the reset (until the
+  tape's backward or reset): a later recorded read or write would accumulate into the same
+  ``x.grad`` as the era before the reset, and the adjoint of the era's write would hand both on.
+
+A reset that only copies read (``wp.clone(x)``, ``wp.copy(y, x)``), with nothing after it, is no
+hazard at all: a copy's adjoint needs no value, and no later gradient mixes into ``x.grad``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from warpfix.model.facts import Buffer, Event, Trace
+from warpfix.model.hazards import RESET_KINDS, event_modifies, event_value_reads, tape_ids
+
+#: events that may access an array's contents (rebindings, allocations and gradient handling do not)
+_ACCESS_KINDS = ("launch", "copy", "clone", "assign", "zero", "fill", "host_write", "call", "field_set")
+_COPY_KINDS = ("copy", "clone", "assign")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A recorded read of the reset buffer: the event, and the argument expression that passed it."""
+
+    event: Event
+    param: str | None
+
+    @property
+    def text(self) -> str | None:
+        """The argument as written at a project launch (None when it is not one plain argument)."""
+        ev = self.event
+        if ev.kind != "launch" or ev.kernel is None or "library" in ev.detail or self.param is None:
+            return None
+        if "." in self.param:  # a field of a struct argument: no argument of its own to snapshot
+            return None
+        node = ev.arg_nodes.get(self.param)
+        return ast.unparse(node) if node is not None else None
+
+
+@dataclass(frozen=True)
+class ResetEra:
+    """The recorded accesses of a reset buffer around the reset (see the module docstring)."""
+
+    readers: tuple[Reader, ...]  # recorded value reads since the era's write (or the window's start)
+    before_write: Event | None  # a recorded read of the window that a recorded write followed
+    writer_reads: bool  # the write that opened the era reads the buffer itself
+    foreign: Event | None  # a recorded access of the era that is neither a read nor the opening write
+    later: Event | None  # the first recorded access of the buffer after the reset, on one of its tapes
+
+    @property
+    def copies_only(self) -> bool:
+        """Only copies read what the reset destroys, and nothing touches the buffer after it."""
+        return (bool(self.readers) and self.later is None and self.foreign is None and self.before_write is None
+                and not self.writer_reads and all(r.event.kind in _COPY_KINDS for r in self.readers))
+
+    def snapshot_refusal(self, name: str) -> str | None:
+        """Why the readers cannot read a snapshot instead, or None when they can."""
+        if self.later is not None:
+            return (f"the tape touches `{name}` again after the reset (line {self.later.span.line}): "
+                    "the two eras would share one gradient")
+        if self.before_write is not None:
+            return f"`{name}` is read at line {self.before_write.span.line} and then written again on the tape"
+        if self.writer_reads:
+            return f"the write that produced `{name}` on the tape also reads it"
+        if self.foreign is not None:
+            return f"line {self.foreign.span.line} accesses `{name}` on the tape other than by a launch"
+        for r in self.readers:
+            if r.text is None:
+                return f"line {r.event.span.line} reads `{name}` other than as an argument of a project launch"
+        return None if self.readers else f"no recorded reader of `{name}`"
+
+    def snapshot_sites(self) -> list[list[object]]:
+        """[path, line of the launch, argument text] of each reader, in program order, once each."""
+        out: list[list[object]] = []
+        for r in self.readers:
+            site = [r.event.span.path, r.event.span.line, r.text]
+            if site not in out:
+                out.append(site)
+        return out
+
+
+def _touches(ev: Event, buf: Buffer) -> bool:
+    if ev.kind not in _ACCESS_KINDS:
+        return False
+    root = buf.root().id
+    bufs = (*ev.reads, *ev.writes, *ev.accums, *ev.binding.values())
+    return any(b.id == buf.id or b.root().id == root for b in bufs)
+
+
+def reset_era(trace: Trace, position: int, buf: Buffer) -> ResetEra:
+    """The era of the reset at ``trace.events[position]`` (which resets ``buf``)."""
+    events = trace.events
+    tapes = tape_ids(events[position])
+
+    def on_tape(ev: Event) -> bool:
+        return ev.recorded and bool(tape_ids(ev) & tapes)
+
+    def resets(ev: Event) -> bool:
+        return ev.kind in RESET_KINDS and (ev.tape is None or ev.tape in tapes)
+
+    root = buf.root().id
+    start = next((k + 1 for k in range(position - 1, -1, -1) if resets(events[k])), 0)
+    readers: list[Reader] = []
+    before_write: Event | None = None
+    writer_reads = False
+    foreign: Event | None = None
+    for ev in events[start:position]:
+        if not on_tape(ev) or not _touches(ev, buf):
+            continue
+        read = [(b, p) for b, p in event_value_reads(ev) if b.root().id == root]
+        if any(b.root().id == root for b, _ in event_modifies(ev)):
+            if readers or foreign is not None:
+                before_write = before_write or (readers[0].event if readers else foreign)
+            readers, foreign, writer_reads = [], None, bool(read)
+        elif read and all(b.id == buf.id for b, _ in read):
+            readers.extend(Reader(ev, p) for _, p in read)
+        elif read or ev.kind != "launch" or "library" in ev.detail:
+            foreign = foreign or ev  # a read through a view, a call or library launch that may read it
+    later: Event | None = None
+    for ev in events[position + 1:]:
+        if resets(ev):
+            break
+        if on_tape(ev) and _touches(ev, buf):
+            later = ev
+            break
+    return ResetEra(tuple(readers), before_write, writer_reads, foreign, later)
