@@ -46,7 +46,13 @@ with tape:
         wp.launch(spring_forces, dim=m, inputs=[q, springs], outputs=[forces])
         ...
 """,
-        fix="Safe: `x = wp.zeros_like(x)` (or `wp.full_like`) has the same contents in fresh memory.",
+        fix=(
+            "Safe: `x = wp.zeros_like(x)` (or `wp.full_like`) has the same contents in fresh memory. Where `x` "
+            "cannot be rebound (code a graph capture runs: a replay never reruns the rebinding), each reader of the "
+            "destroyed values reads a recorded copy instead, `inputs=[wp.clone(x), ...]`, and the reset stays: "
+            "offered only when every reader is a launch of the project's code and nothing on the tape touches `x` "
+            "after the reset (a later access would share `x.grad` with the reads before it)."
+        ),
     )
     _PREFIX = """
 import warp as wp
@@ -75,8 +81,45 @@ with tape:
         wp.launch(integrate, dim=16, inputs=[q, forces], outputs=[q_new])
         q = q_new
 """
+    _CAPTURED = """
+import warp as wp
+
+
+@wp.kernel
+def scale(a: wp.array(dtype=float), x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = 2.0 * a[i]
+
+
+@wp.kernel
+def square_sum(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+class Sim:
+    def __init__(self):
+        self.a = wp.ones(8, dtype=float, requires_grad=True)
+        self.x = wp.zeros(8, dtype=float, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        with wp.ScopedCapture() as capture:
+            self.run()
+        self.graph = capture.graph
+
+    def run(self):
+        self.tape = wp.Tape()
+        with self.tape:
+            wp.launch(scale, dim=8, inputs=[self.a], outputs=[self.x])
+            wp.launch(square_sum, dim=8, inputs=[self.x], outputs=[self.loss])
+            self.x.zero_()  # expect: WF105
+        self.tape.backward(self.loss)
+"""
     VALID = [
         Example(_PREFIX + "        forces = wp.zeros_like(forces)\n" + _BODY),
+        Example(
+            _CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
+            note="only a copy read `x` before the reset and nothing touches it after: a copy's adjoint needs no value",
+        ),
         Example(
             _PREFIX.replace("    for step in range(4):\n", "    forces.zero_()\n    for step in range(4):\n")
             + "        forces = wp.zeros_like(forces)\n"
@@ -88,7 +131,12 @@ with tape:
         Example(
             _PREFIX + "        forces.zero_()  # expect: WF105\n" + _BODY,
             expected_fix=_PREFIX + "        forces = wp.zeros_like(forces)  # expect: WF105\n" + _BODY,
-        )
+        ),
+        Example(
+            _CAPTURED,
+            expected_fix=_CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
+            note="a capture runs the reset, so `self.x` is not rebound: the loss reads a snapshot instead",
+        ),
     ]
 
     def begin(self, project: Project) -> None:
