@@ -118,6 +118,14 @@ def test_a_reader_that_is_no_project_launch_refuses_the_snapshot() -> None:
     assert "accesses `self.x` on the tape other than by a launch" in f.data["snapshot_refused"]
 
 
+def test_an_array_no_recorded_store_writes_refuses_the_snapshot() -> None:
+    """A leaf keeps the gradient of earlier backwards until it is zeroed, and ``wp.clone`` copies it."""
+    leaf = ONCE.replace("        wp.launch(scale, dim=8, inputs=[self.a], outputs=[self.x])\n", "")
+    f = _finding({"sim.py": leaf})
+    assert "snapshot" not in f.data
+    assert "no recorded store writes `self.x` on the tape before it is read" in f.data["snapshot_refused"]
+
+
 def test_only_copies_read_before_the_reset_is_no_hazard() -> None:
     fixed = ONCE.replace("inputs=[self.x], outputs=[self.loss]", "inputs=[wp.clone(self.x)], outputs=[self.loss]")
     assert [f for f in check_sources({"sim.py": fixed}).findings if f.rule == "WF105"] == []
@@ -216,3 +224,53 @@ def test_the_snapshot_is_wrong_where_it_is_refused(tmp_path) -> None:
     fresh = _run(tmp_path, _fresh(TICKS))
     snapshot = _run(tmp_path, _snapshot(TICKS))
     assert snapshot[0] == fresh[0] and snapshot[1] != fresh[1]
+
+
+ACCUMULATE = textwrap.dedent("""\
+    import numpy as np
+    import warp as wp
+
+
+    @wp.kernel
+    def scale(a: wp.array(dtype=float), x: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] = 2.0 * a[i]
+
+
+    @wp.kernel
+    def square_sum(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+    a = wp.array(np.array([1.0, 2.0]), dtype=float, requires_grad=True)
+    x = wp.zeros(2, dtype=float, requires_grad=True)
+    for snapshot in (False, True):
+        for leaf in (True, False):
+            a.grad.zero_()
+            x.grad.zero_()
+            x.assign(np.array([1.0, 2.0]))
+            for _ in range(2):  # two backwards, the gradients summed on purpose
+                loss = wp.zeros(1, dtype=float, requires_grad=True)
+                tape = wp.Tape()
+                with tape:
+                    if not leaf:
+                        wp.launch(scale, dim=2, inputs=[a], outputs=[x])
+                    wp.launch(square_sum, dim=2, inputs=[wp.clone(x) if snapshot else x], outputs=[loss])
+                tape.backward(loss)
+            print(f"{'leaf' if leaf else 'stored'} {snapshot} = {(x if leaf else a).grad.numpy().tolist()}")
+""")
+
+
+@pytest.mark.slow
+def test_a_snapshot_counts_a_leafs_earlier_gradient_twice(tmp_path) -> None:
+    """Why the snapshot needs a recorded store before the read: ``wp.clone`` copies ``x.grad`` into the
+    copy's gradient, whose adjoint adds it back. A stored array's gradient is consumed by the store's
+    adjoint at every backward; a leaf's sums over backwards, and the snapshot counts the earlier sum twice."""
+    path = tmp_path / "acc.py"
+    path.write_text(ACCUMULATE)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         check=True).stdout
+    got = dict(line.split(" = ", 1) for line in out.splitlines() if " = " in line)
+    assert got["stored True"] == got["stored False"]
+    assert (got["leaf False"], got["leaf True"]) == ("[4.0, 8.0]", "[6.0, 12.0]")

@@ -10,7 +10,12 @@ decide how such a reset can be repaired without changing a forward value:
   reaches ``x``, and the reader's adjoint replays against the snapshot, which nothing overwrites;
 * that is exact only when nothing on the tape touches the buffer after the reset (until the
   tape's backward or reset): a later recorded read or write would accumulate into the same
-  ``x.grad`` as the era before the reset, and the adjoint of the era's write would hand both on.
+  ``x.grad`` as the era before the reset, and the adjoint of the era's write would hand both on;
+* and only when a recorded store opened the era (a kernel's ``x[i] = ...``, a copy into ``x``):
+  ``wp.clone`` also copies ``x.grad`` into the copy's gradient, which the copy's adjoint adds back.
+  The store's adjoint consumes ``x.grad`` at every backward, so it is zero when the copy is made;
+  an array no recorded op writes (a leaf) keeps the gradient of earlier backwards until the program
+  zeroes it, and a snapshot would count that twice (as would ``retain_grad``).
 
 A reset that only copies read (``wp.clone(x)``, ``wp.copy(y, x)``), with nothing after it, is no
 hazard at all: a copy's adjoint needs no value, and no later gradient mixes into ``x.grad``.
@@ -22,7 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import RESET_KINDS, event_modifies, event_value_reads, tape_ids
+from warpfix.model.hazards import RESET_KINDS, event_modifies, event_overwrites, event_value_reads, tape_ids
 
 #: events that may access an array's contents (rebindings, allocations and gradient handling do not)
 _ACCESS_KINDS = ("launch", "copy", "clone", "assign", "zero", "fill", "host_write", "call", "field_set")
@@ -53,10 +58,12 @@ class ResetEra:
     """The recorded accesses of a reset buffer around the reset (see the module docstring)."""
 
     readers: tuple[Reader, ...]  # recorded value reads since the era's write (or the window's start)
+    opened: Event | None  # the recorded store that opened the era (None: the window's start, a reset, an add)
     before_write: Event | None  # a recorded read of the window that a recorded write followed
     writer_reads: bool  # the write that opened the era reads the buffer itself
     foreign: Event | None  # a recorded access of the era that is neither a read nor the opening write
     later: Event | None  # the first recorded access of the buffer after the reset, on one of its tapes
+    retains: bool  # the buffer has ``retain_grad``
 
     @property
     def copies_only(self) -> bool:
@@ -73,6 +80,11 @@ class ResetEra:
             return f"`{name}` is read at line {self.before_write.span.line} and then written again on the tape"
         if self.writer_reads:
             return f"the write that produced `{name}` on the tape also reads it"
+        if self.opened is None:
+            return (f"no recorded store writes `{name}` on the tape before it is read: a copy (`wp.clone`) would "
+                    f"take over the gradient `{name}.grad` holds then and count it twice")
+        if self.retains:
+            return f"`{name}` keeps its gradient (`retain_grad`): a copy would take it over and count it twice"
         if self.foreign is not None:
             return f"line {self.foreign.span.line} accesses `{name}` on the tape other than by a launch"
         for r in self.readers:
@@ -112,6 +124,7 @@ def reset_era(trace: Trace, position: int, buf: Buffer) -> ResetEra:
     root = buf.root().id
     start = next((k + 1 for k in range(position - 1, -1, -1) if resets(events[k])), 0)
     readers: list[Reader] = []
+    opened: Event | None = None
     before_write: Event | None = None
     writer_reads = False
     foreign: Event | None = None
@@ -122,7 +135,8 @@ def reset_era(trace: Trace, position: int, buf: Buffer) -> ResetEra:
         if any(b.root().id == root for b, _ in event_modifies(ev)):
             if readers or foreign is not None:
                 before_write = before_write or (readers[0].event if readers else foreign)
-            readers, foreign, writer_reads = [], None, bool(read)
+            stored = ev.kind not in ("zero", "fill") and any(b.root().id == root for b, _ in event_overwrites(ev))
+            readers, foreign, writer_reads, opened = [], None, bool(read), ev if stored else None
         elif read and all(b.id == buf.id for b, _ in read):
             readers.extend(Reader(ev, p) for _, p in read)
         elif read or ev.kind != "launch" or "library" in ev.detail:
@@ -134,4 +148,4 @@ def reset_era(trace: Trace, position: int, buf: Buffer) -> ResetEra:
         if on_tape(ev) and _touches(ev, buf):
             later = ev
             break
-    return ResetEra(tuple(readers), before_write, writer_reads, foreign, later)
+    return ResetEra(tuple(readers), opened, before_write, writer_reads, foreign, later, buf.retain_grad is not None)
