@@ -126,6 +126,22 @@ def test_an_array_no_recorded_store_writes_refuses_the_snapshot() -> None:
     assert "no recorded store writes `self.x` on the tape before it is read" in f.data["snapshot_refused"]
 
 
+def test_a_reader_launch_that_also_reads_a_leaf_refuses_the_snapshot() -> None:
+    """The edit changes the launch for every run of it: one on a leaf would count its gradient twice."""
+    helper = ONCE.replace("        wp.launch(square_sum, dim=8, inputs=[self.x], outputs=[self.loss])\n",
+                          "        self.score(self.x)\n        self.score(self.a)\n")
+    helper += textwrap.indent(textwrap.dedent("""\
+
+        def score(self, y):
+            wp.launch(square_sum, dim=8, inputs=[y], outputs=[self.loss])
+    """), "    ")
+    f = _finding({"sim.py": helper})
+    assert "snapshot" not in f.data
+    assert "the launch at line 45 also runs (called at line 41) on an array no recorded store wrote" in f.data["snapshot_refused"]
+    alone = helper.replace("        self.score(self.a)\n", "")
+    assert _finding({"sim.py": alone}).data["snapshot"] == [["sim.py", 44, "y"]]
+
+
 def test_only_copies_read_before_the_reset_is_no_hazard() -> None:
     fixed = ONCE.replace("inputs=[self.x], outputs=[self.loss]", "inputs=[wp.clone(self.x)], outputs=[self.loss]")
     assert [f for f in check_sources({"sim.py": fixed}).findings if f.rule == "WF105"] == []

@@ -15,7 +15,8 @@ decide how such a reset can be repaired without changing a forward value:
   ``wp.clone`` also copies ``x.grad`` into the copy's gradient, which the copy's adjoint adds back.
   The store's adjoint consumes ``x.grad`` at every backward, so it is zero when the copy is made;
   an array no recorded op writes (a leaf) keeps the gradient of earlier backwards until the program
-  zeroes it, and a snapshot would count that twice (as would ``retain_grad``).
+  zeroes it, and a snapshot would count that twice (as would ``retain_grad``). The edit changes the
+  launch for every run of it, so each recorded run in the trace must read a stored array there.
 
 A reset that only copies read (``wp.clone(x)``, ``wp.copy(y, x)``), with nothing after it, is no
 hazard at all: a copy's adjoint needs no value, and no later gradient mixes into ``x.grad``.
@@ -149,3 +150,33 @@ def reset_era(trace: Trace, position: int, buf: Buffer) -> ResetEra:
             later = ev
             break
     return ResetEra(tuple(readers), opened, before_write, writer_reads, foreign, later, buf.retain_grad is not None)
+
+
+def unstored_reader(trace: Trace, era: ResetEra) -> Event | None:
+    """A recorded run of one of the era's reader launches (same line, same parameter) that reads there
+    an array no recorded store of its tape wrote since that tape's last backward or reset (or one that
+    keeps its gradient): the snapshot, made at every run of the launch, would count that array's
+    earlier gradient twice."""
+    params = {(r.event.span, r.param) for r in era.readers}
+    stored: dict[int, set[int]] = {}  # tape -> buffers a recorded store wrote since its last reset
+    for ev in trace.events:
+        if ev.kind in RESET_KINDS:
+            if ev.tape is None:
+                stored.clear()
+            else:
+                stored.pop(ev.tape, None)
+            continue
+        if not ev.recorded:
+            continue
+        if ev.kind == "launch":
+            for span, param in params:
+                if ev.span != span or param not in ev.binding:
+                    continue
+                buf = ev.binding[param]
+                if buf.retain_grad is not None or not any(buf.id in stored.get(t, ()) for t in tape_ids(ev)):
+                    return ev
+        if ev.kind not in ("zero", "fill"):
+            for buf, _ in event_overwrites(ev):
+                for t in tape_ids(ev):
+                    stored.setdefault(t, set()).add(buf.id)
+    return None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.hazards import Hazard, hazard_data, read_related
-from warpfix.model.reset_era import reset_era
+from warpfix.model.reset_era import reset_era, unstored_reader
 from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
 
@@ -165,6 +165,10 @@ class Sim:
         if era.copies_only:
             return  # only copies read what the reset destroys, and nothing on the tape follows it
         refused = era.snapshot_refusal(name)
+        if refused is None and (other := unstored_reader(hz.trace, era)) is not None:
+            called = f" (called at line {other.call_stack[-1].line})" if other.call_stack else ""
+            refused = (f"the launch at line {other.span.line} also runs{called} on an array no recorded store wrote "
+                       "on its tape: a copy (`wp.clone`) would take over the gradient it holds then and count it twice")
         known = self._found.get(ev.span)
         if known is None:
             call = "zero_()" if ev.kind == "zero" else "fill_(...)"
