@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.hazards import RESET_KINDS, event_modifies, event_overwrites, event_value_reads, tape_ids
 
@@ -157,7 +158,18 @@ def unstored_reader(trace: Trace, era: ResetEra) -> Event | None:
     an array no recorded store of its tape wrote since that tape's last backward or reset (or one that
     keeps its gradient): the snapshot, made at every run of the launch, would count that array's
     earlier gradient twice."""
-    params = {(r.event.span, r.param) for r in era.readers}
+    first = trace.memo.get("reset_era:unstored")
+    if first is None:
+        first = trace.memo["reset_era:unstored"] = _unstored_runs(trace)
+    runs = [first[key] for key in ((r.event.span, r.param) for r in era.readers) if key in first]
+    return min(runs, key=lambda ev: trace.events.index(ev)) if runs else None
+
+
+def _unstored_runs(trace: Trace) -> dict[tuple[Span, str | None], Event]:
+    """(launch line, parameter) -> the first recorded run of that launch reading, through that parameter,
+    an array that no recorded store of its tape wrote since the tape's last backward or reset, or one
+    that keeps its gradient."""
+    out: dict[tuple[Span, str | None], Event] = {}
     stored: dict[int, set[int]] = {}  # tape -> buffers a recorded store wrote since its last reset
     for ev in trace.events:
         if ev.kind in RESET_KINDS:
@@ -169,14 +181,11 @@ def unstored_reader(trace: Trace, era: ResetEra) -> Event | None:
         if not ev.recorded:
             continue
         if ev.kind == "launch":
-            for span, param in params:
-                if ev.span != span or param not in ev.binding:
-                    continue
-                buf = ev.binding[param]
+            for buf, param in event_value_reads(ev):
                 if buf.retain_grad is not None or not any(buf.id in stored.get(t, ()) for t in tape_ids(ev)):
-                    return ev
+                    out.setdefault((ev.span, param), ev)
         if ev.kind not in ("zero", "fill"):
             for buf, _ in event_overwrites(ev):
                 for t in tape_ids(ev):
                     stored.setdefault(t, set()).add(buf.id)
-    return None
+    return out
