@@ -3,12 +3,19 @@ tracker does not see these writes)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.hazards import Hazard, hazard_data, read_related
+from warpfix.model.reset_era import reset_era, unstored_reader
 from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 
 class ZeroFillRead(HazardRule):
@@ -39,7 +46,13 @@ with tape:
         wp.launch(spring_forces, dim=m, inputs=[q, springs], outputs=[forces])
         ...
 """,
-        fix="Safe: `x = wp.zeros_like(x)` (or `wp.full_like`) has the same contents in fresh memory.",
+        fix=(
+            "Safe: `x = wp.zeros_like(x)` (or `wp.full_like`) has the same contents in fresh memory. Where `x` "
+            "cannot be rebound (code a graph capture runs: a replay never reruns the rebinding), each reader of the "
+            "destroyed values reads a recorded copy instead, `inputs=[wp.clone(x), ...]`, and the reset stays: "
+            "offered only when every reader is a launch of the project's code and nothing on the tape touches `x` "
+            "after the reset (a later access would share `x.grad` with the reads before it)."
+        ),
     )
     _PREFIX = """
 import warp as wp
@@ -68,8 +81,45 @@ with tape:
         wp.launch(integrate, dim=16, inputs=[q, forces], outputs=[q_new])
         q = q_new
 """
+    _CAPTURED = """
+import warp as wp
+
+
+@wp.kernel
+def scale(a: wp.array(dtype=float), x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = 2.0 * a[i]
+
+
+@wp.kernel
+def square_sum(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i])
+
+
+class Sim:
+    def __init__(self):
+        self.a = wp.ones(8, dtype=float, requires_grad=True)
+        self.x = wp.zeros(8, dtype=float, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        with wp.ScopedCapture() as capture:
+            self.run()
+        self.graph = capture.graph
+
+    def run(self):
+        self.tape = wp.Tape()
+        with self.tape:
+            wp.launch(scale, dim=8, inputs=[self.a], outputs=[self.x])
+            wp.launch(square_sum, dim=8, inputs=[self.x], outputs=[self.loss])
+            self.x.zero_()  # expect: WF105
+        self.tape.backward(self.loss)
+"""
     VALID = [
         Example(_PREFIX + "        forces = wp.zeros_like(forces)\n" + _BODY),
+        Example(
+            _CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
+            note="only a copy read `x` before the reset and nothing touches it after: a copy's adjoint needs no value",
+        ),
         Example(
             _PREFIX.replace("    for step in range(4):\n", "    forces.zero_()\n    for step in range(4):\n")
             + "        forces = wp.zeros_like(forces)\n"
@@ -81,18 +131,58 @@ with tape:
         Example(
             _PREFIX + "        forces.zero_()  # expect: WF105\n" + _BODY,
             expected_fix=_PREFIX + "        forces = wp.zeros_like(forces)  # expect: WF105\n" + _BODY,
-        )
+        ),
+        Example(
+            _CAPTURED,
+            expected_fix=_CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
+            note="a capture runs the reset, so `self.x` is not rebound: the loss reads a snapshot instead",
+        ),
     ]
 
-    def report(self, hz: Hazard) -> Iterator[Finding]:
+    def begin(self, project: Project) -> None:
+        super().begin(project)
+        # span -> (the first finding there, the snapshot sites of every hazard there, the first refusal)
+        self._found: dict[Span, tuple[Finding, list[list[object]], str | None]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        for hz in self._hazards.of_trace(project, trace):
+            self.note(hz)
+        return iter(())
+
+    def check_project(self, project: Project) -> Iterator[Finding]:
+        """Every finding, once all hazards at its reset are known: one code edit serves them all, so
+        the snapshot is offered only when it is exact for each."""
+        for hz in self._hazards.rest():
+            self.note(hz)
+        for finding, sites, refused in self._found.values():
+            extra = {"snapshot_refused": refused} if refused else {"snapshot": sites}
+            yield dataclasses.replace(finding, data={**finding.data, **extra})
+
+    def note(self, hz: Hazard) -> None:
         ev = hz.write.event
         name = hz.write.name
-        call = "zero_()" if ev.kind == "zero" else "fill_(...)"
-        yield self.finding(
-            ev.span,
-            f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
-            f"not record this write, so that adjoint replays against the new contents",
-            data=hazard_data(hz),
-            related=read_related(hz),
-        )
-
+        era = reset_era(hz.trace, hz.position, hz.write.buffer)
+        if era.copies_only:
+            return  # only copies read what the reset destroys, and nothing on the tape follows it
+        refused = era.snapshot_refusal(name)
+        if refused is None and (other := unstored_reader(hz.trace, era)) is not None:
+            called = f" (called at line {other.call_stack[-1].line})" if other.call_stack else ""
+            refused = (f"the launch at line {other.span.line} also runs{called} on an array no recorded store wrote "
+                       "on its tape: a copy (`wp.clone`) would take over the gradient it holds then and count it twice")
+        known = self._found.get(ev.span)
+        if known is None:
+            call = "zero_()" if ev.kind == "zero" else "fill_(...)"
+            finding = self.finding(
+                ev.span,
+                f"`{name}.{call}` overwrites `{name}` on the tape after {hz.read.describe()} read it; the tape does "
+                f"not record this write, so that adjoint replays against the new contents",
+                data=hazard_data(hz),
+                related=read_related(hz),
+            )
+            self._found[ev.span] = (finding, [] if refused else era.snapshot_sites(), refused)
+            return
+        finding, sites, earlier = known
+        if earlier or refused:
+            self._found[ev.span] = (finding, sites, earlier or refused)
+        else:
+            sites.extend(s for s in era.snapshot_sites() if s not in sites)
