@@ -3,7 +3,7 @@ steps, and the buffers whose values flow from one window into the next."""
 
 from __future__ import annotations
 
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.tapeflow import DIFFERENTIABLE, outputs, true_reads
 
 
@@ -94,3 +94,21 @@ def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
     for b in ev.accums:
         if derived and b.grad_of is None:
             tainted.add(b.root().id)
+
+
+def shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
+    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
+    those the project allocates; a library model hands every window's tape dozens of arrays that merely
+    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
+    consumed = {
+        b.grad_of.root().id
+        for e in trace.events
+        if e.kind == "grad_read"
+        for b in e.reads
+        if b.grad_of is not None
+    }
+    chosen = [p for k, p in params.items() if k in consumed] or [p for p in params.values() if p.origin is not None]
+    if not chosen:
+        return f"the {len(params)} arrays every window's tape reads"
+    names = ", ".join(f"`{p.label}`" for p in chosen[:4])
+    return names + (f" (and {len(chosen) - 4} more)" if len(chosen) > 4 else "")
