@@ -13,8 +13,12 @@ Nothing else changes: no forward value, no other statement. Skipped with the rea
 assigns the tape elsewhere too, runs its backward/``zero``/``reset``, or a tape used before the loop
 that was made somewhere else.
 
-``WF601Fixes`` is the command registered for WF601: it hands a finding of this shape to
-:class:`OneTapeOverPasses` and any other to the window hoist (``codemods/wf601_hoist.py``).
+A backward in every window seeded through arrays the windows accumulate into (``costs.grad.fill_(1.0);
+tape.backward()``, finding data ``seeds``; newton's drone) gets the same one tape, and the seeds and the
+backward move after the loop (:class:`OneTapeOverSeededWindows`).
+
+``WF601Fixes`` is the command registered for WF601: it hands a finding of these shapes to the classes
+here and any other to the window hoist (``codemods/wf601_hoist.py``).
 """
 
 from __future__ import annotations
@@ -48,11 +52,17 @@ class OneTapeOverPasses(FindingCommand):
             wanted["line"]
         ):
             raise self.not_applicable("the frame loop does not hold the block")
+        if self._uses(loop, tape, ("backward",)):
+            raise self.not_applicable(f"the loop runs {tape}'s backward")
+        self.one_tape(loop, tape)
+
+    def one_tape(self, loop: cst.For, tape: str) -> None:
+        """Every pass of ``loop`` re-enters one tape: the creation in its body goes (or moves before it)."""
         creations = [s for s in loop.body.body if self._creates(s, tape)]
         if len(creations) != 1:
             raise self.not_applicable(f"the loop body has {len(creations)} `{tape} = wp.Tape()` statements, not 1")
-        if self._rebinds(loop, tape) != 1 or self._uses(loop, tape, ("backward", "zero", "reset")):
-            raise self.not_applicable(f"the loop assigns {tape} again or runs its backward, zero or reset")
+        if self._rebinds(loop, tape) != 1 or self._uses(loop, tape, ("zero", "reset")):
+            raise self.not_applicable(f"the loop assigns {tape} again or runs its zero or reset")
         outer = list(self.block_of(loop))
         before = outer[: outer.index(loop)]
         made = next((i for i in range(len(before) - 1, -1, -1) if self._creates(before[i], tape)), None)
@@ -87,6 +97,45 @@ class OneTapeOverPasses(FindingCommand):
         )
 
 
+class OneTapeOverSeededWindows(OneTapeOverPasses):
+    """A backward per window seeded through arrays every window accumulates into (``data["seeds"]``, e.g.
+    ``costs.grad.fill_(1.0); tape.backward()``): one tape over the windows, the seeds and the backward
+    after the loop. The seeded arrays then hold every window's costs, so the one backward is the
+    gradient of their sum over the episode."""
+
+    DATA = {**OneTapeOverPasses.DATA, "seeds": "the arrays the backward is seeded through (list)"}
+
+    def describe_missing(self) -> str:
+        return "no `tape.backward()` call"
+
+    def plan(self, tree: cst.Module) -> None:
+        call = self.on_line(cst.Call, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward")
+        assert isinstance(call.func, cst.Attribute)
+        tape, backward = self.code(call.func.value), self.statement_of(call)
+        loop = self.enclosing(backward, cst.For)
+        if loop is None or self.parent(backward) is not loop.body:
+            raise self.not_applicable("the backward is not a statement of the window loop's body")
+        body = list(loop.body.body)
+        tail = body[body.index(backward) - len(self.data["seeds"] or ()) :]
+        seeds = {f"{name}.grad" for name in self.data["seeds"] or ()}
+        if tail[-1] is not backward or not seeds or {self._seeded(s) for s in tail[:-1]} != seeds:
+            raise self.not_applicable("the loop body does not end with the seeds' fill and the backward")
+        if any(".grad" in self.code(s) for s in body[: body.index(tail[0])]):
+            raise self.not_applicable("the window reads a gradient before its backward")
+        self.one_tape(loop, tape)
+        for stmt in tail:
+            self.move_after(stmt, loop)
+
+    def _seeded(self, stmt: cst.BaseStatement) -> str | None:
+        """``x.grad`` of a statement ``x.grad.fill_(...)`` / ``x.grad.assign(...)``."""
+        expr = stmt.body[0].value if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(
+            stmt.body[0], cst.Expr) else None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
+                "fill_", "assign"):
+            return self.code(expr.func.value)
+        return None
+
+
 class WF601Fixes(HoistWindowTape):
     """The WF601 command: the window hoist, or :class:`OneTapeOverPasses` for the tape-per-pass shape."""
 
@@ -94,4 +143,6 @@ class WF601Fixes(HoistWindowTape):
     def from_finding(cls, context: CodemodContext, finding: Finding, *, line: int | None = None) -> FindingCommand:
         if finding.data.get("shape") == SHAPE:
             return OneTapeOverPasses.from_finding(context, finding, line=line)
+        if finding.data.get("seeds"):
+            return OneTapeOverSeededWindows.from_finding(context, finding, line=line)
         return HoistWindowTape.from_finding(context, finding, line=line)

@@ -62,7 +62,7 @@ def test_the_creation_moves_before_the_loop_when_the_block_makes_none() -> None:
 
 @pytest.mark.parametrize(("change", "why"), [
     (("                self.simulate(frame)\n", "                self.simulate(frame)\n            self.tape.zero()\n"),
-     "runs its backward, zero or reset"),
+     "runs its zero or reset"),
     (("        self.tape = wp.Tape()\n        with self.tape:\n            wp.launch(assign",
       "        with self.tape:\n            wp.launch(assign"), "used before the loop but not made in its block"),
     (("        with self.tape:\n            wp.launch(assign", "        self.tape.backward(x)\n"
@@ -126,3 +126,59 @@ def test_other_wf601_findings_still_go_to_the_window_hoist() -> None:
     finding = next(f for f in check_sources({"main.py": PROGRAM}).findings if f.rule == "WF601")
     other = dataclasses.replace(finding, data={k: v for k, v in finding.data.items() if k != "shape"})
     assert COMMANDS["WF601"].from_finding(CodemodContext(), other).__class__ is HoistWindowTape
+
+
+SEEDED = PROGRAM.replace(
+    """p = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(3):
+    q = wp.zeros(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    for frame in range(5):
+        q_next = wp.zeros(4, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(step, dim=4, inputs=[q, p], outputs=[q_next])
+        q = q_next
+    with tape:
+        wp.launch(total, dim=4, inputs=[q], outputs=[loss])
+    tape.backward(loss)
+""",
+    """p = wp.zeros(1, dtype=float, requires_grad=True)
+costs = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(3):
+    q = wp.zeros(4, dtype=float, requires_grad=True)
+    costs.zero_()
+    tape = wp.Tape()
+    for frame in range(5):
+        q_next = wp.zeros(4, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(step, dim=4, inputs=[q, p], outputs=[q_next])
+            wp.launch(total, dim=4, inputs=[q_next], outputs=[costs])
+        q = q_next
+        costs.grad.fill_(1.0)
+        tape.backward()
+""",
+)
+
+
+def test_a_seeded_backward_per_window_moves_after_the_loop_on_one_tape() -> None:
+    """newton's drone shape: every window adds its costs into one array and seeds the backward through its
+    .grad; one tape over the windows and one seeded backward after them give the episode's gradient."""
+    assert SEEDED != PROGRAM
+    findings = [f for f in check_sources({"main.py": SEEDED}).findings if f.rule == "WF601"]
+    assert [(f.line, f.data["seeds"]) for f in findings] == [(30, ["costs"])]  # the backward
+    fixed = compute_edits({"main.py": SEEDED}, findings).new_sources["main.py"]
+    assert fixed == SEEDED.replace("        tape = wp.Tape()\n        with tape:\n", "        with tape:\n").replace(
+        "        q = q_next\n        costs.grad.fill_(1.0)\n        tape.backward()\n",
+        "        q = q_next\n    costs.grad.fill_(1.0)\n    tape.backward()\n")
+    assert not [f for f in check_sources({"main.py": fixed}).findings if f.rule == "WF601"]
+
+
+def test_a_seed_the_window_overwrites_is_no_sum_of_the_windows() -> None:
+    overwritten = SEEDED.replace("wp.atomic_add(loss, 0, q[i] * q[i])", "loss[0] = q[i] * q[i]")
+    assert overwritten != SEEDED
+    findings = [f for f in check_sources({"main.py": overwritten}).findings if f.rule == "WF601"]
+    assert [f.data["seeds"] for f in findings] == [[]]
+    assert COMMANDS["WF601"].from_finding(CodemodContext(), findings[0]).__class__ is HoistWindowTape

@@ -60,6 +60,28 @@ def carried_buffers(first: list[Event], second: list[Event]) -> tuple[Event, lis
     return None
 
 
+def accumulated_seeds(window: list[Event], backward: Event) -> list[str]:
+    """The arrays a loss-less backward is seeded through (``costs.grad.fill_(1.0)`` before it in the window)
+    when the window only accumulates into them (atomics, ``+=``) and never overwrites, zeroes or rebinds
+    them: their values then sum every window's costs, and one seeded backward after the loop is the
+    gradient of that sum. Empty when the backward has a loss, or any seed is written otherwise."""
+    if backward.reads or backward.detail.get("grads"):
+        return []
+    stop = window.index(backward)
+    seeds: dict[int, str] = {}
+    for ev in window[:stop]:
+        if ev.kind == "grad_zero" and ev.detail.get("method") in ("fill_", "assign") and len(ev.writes) == 1 \
+                and ev.writes[0].grad_of is not None:
+            name = ev.name_of(ev.writes[0])
+            seeds[ev.writes[0].grad_of.root().id] = name[: -len(".grad")] if name.endswith(".grad") else name
+    accumulated = set()
+    for ev in window:
+        if any(b.root().id in seeds and b.grad_of is None for b in ev.writes):
+            return []
+        accumulated |= {b.root().id for b in ev.accums if b.root().id in seeds and ev.recorded}
+    return sorted(seeds.values()) if seeds and accumulated == set(seeds) else []
+
+
 def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
     """Whether the first window's run of ``ev``'s site read, in ``buf``'s place, an array that the first
     window had not written before it."""

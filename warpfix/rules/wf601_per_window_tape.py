@@ -12,7 +12,13 @@ from warpfix.model import Project
 from warpfix.model.facts import Loop, Trace
 from warpfix.model.frame_tapes import TruncatedTape, truncated_tape
 from warpfix.model.tapeflow import Window, anchor, iterations, line_ref
-from warpfix.model.window_carry import carried_buffers, shown_params, steps_parameters, window_params
+from warpfix.model.window_carry import (
+    accumulated_seeds,
+    carried_buffers,
+    shown_params,
+    steps_parameters,
+    window_params,
+)
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 _SIM = """
@@ -383,6 +389,8 @@ for it in range(5):
                 "carried": names,
                 "params": [p.label for p in params.values()],
                 "loss": bwd0.detail.get("loss"),
+                # a loss-less backward seeded through arrays every window accumulates into
+                "seeds": accumulated_seeds(first, bwd0),
                 # per-window gradient handling the hoist removes: reads of the parameters' .grad, tape.zero()
                 "grad_reads": sorted(
                     {
