@@ -456,6 +456,24 @@ def _row(label: str, row: np.ndarray, apply: bool) -> str:
     return line + f" {row[7]:7} {row[8]:8}"
 
 
+def by_program(bench: Bench, apply: bool) -> str:
+    """One line per program and operator that had scored mutants: check hits and fixes of each set."""
+    cells: dict[tuple[str, str], list[Outcome]] = {}
+    for o in bench.outcomes:
+        if o.status in SCORED:
+            cells.setdefault((o.program, o.operator), []).append(o)
+    out = []
+    for (program, operator), mine in sorted(cells.items()):
+        kept = [o for o in mine if o.status == "kept"]
+        changed = [o for o in mine if o.status == "forward-changed"]
+        text = f"  {program:16} {operator:22} kept {len(kept)}: check {sum(o.check_hit for o in kept)}"
+        text += f", fixed {sum(o.fixed for o in kept)}" if apply else ""
+        if changed:
+            text += f"; forward-changed {len(changed)}: check {sum(o.check_hit for o in changed)}"
+        out.append(text)
+    return "\n".join(out)
+
+
 def check_cause(o: Outcome, op: Operator) -> str:
     """Why check missed a kept mutant, in a few words."""
     if o.check_hit:
@@ -601,6 +619,7 @@ def report(bench: Bench, ops: list[Operator], apply: bool, programs: list[str], 
     print()
     print(table(bench, ops, apply))
     wall = f", {seconds:.0f} s wall" if seconds is not None else ""
+    print("\nby program:\n" + by_program(bench, apply))
     print(f"\n{len(programs)} programs ({', '.join(programs)}){wall}")
     for name, why in bench.skipped.items():
         print(f"skipped {name}: {why}")

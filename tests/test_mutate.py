@@ -551,3 +551,29 @@ def test_drop_requires_grad_skips_what_warp_stops_itself() -> None:
     m = mutant("drop-requires-grad", 0, source)
     assert line(m) == "other = [wp.zeros(3)]"
     assert op.count(source) == 1
+
+
+def test_a_forward_change_is_judged_on_the_first_backwards_leaf_gradients() -> None:
+    """A mutant whose loss changed is still a bug when its gradients changed too (scored by check), and no
+    bug when they did not; the loss difference alone says nothing about the gradient."""
+    want = record([1.0, 2.0], loss=1.0)
+    assert bench.first_gradient_diff(want, record([1.0, 2.0], loss=5.0)) == ""
+    assert "differs" in bench.first_gradient_diff(want, record([1.0, 3.0], loss=5.0))
+
+
+def test_the_table_shows_forward_changed_mutants_and_their_check_hits_beside_the_kept() -> None:
+    from types import SimpleNamespace
+
+    outcomes = [
+        bench.Outcome("ball", "alias-step", "WF104", 0, 10, "forward-changed", check_hit=True),
+        bench.Outcome("drone", "alias-step", "WF104", 0, 12, "forward-changed", check_hit=False),
+        bench.Outcome("spring_cage", "alias-step", "WF104", 0, 11, "kept", check_hit=True, fixed=True),
+        bench.Outcome("ball", "alias-step", "WF104", 1, 14, "crash"),
+    ]
+    fake = SimpleNamespace(outcomes=outcomes, sites={("ball", "alias-step"): 2, ("spring_cage", "alias-step"): 1})
+    row = next(line for line in bench.table(fake, [BY_NAME["alias-step"]], True).splitlines() if "alias-step" in line)
+    #              sites tried kept check fixed bad-keep static fwd-chg fc-check
+    assert row.split()[2:] == ["3", "4", "1", "1", "1", "0", "0", "2", "1"]
+    lines = bench.by_program(fake, True).splitlines()
+    assert "kept 0: check 0, fixed 0; forward-changed 1: check 1" in lines[0]
+    assert "spring_cage" in lines[2] and "kept 1: check 1, fixed 1" in lines[2]
