@@ -128,7 +128,8 @@ class _PerFrameTape(SiteTransformer):
             return None
         params = [p.name.value for p in method.params.params][1:]
         args = [code_of(a.value) if a.keyword is None and not a.star else None for a in call.args]
-        if args != params or method.params.star_arg is not cst.MaybeSentinel.DEFAULT and method.params.star_arg:
+        plain = isinstance(method.params.star_arg, cst.MaybeSentinel) and not method.params.kwonly_params
+        if args != params or not plain or method.params.star_kwarg is not None:
             return None
         split = _split(method.body.body)
         if split is None:
