@@ -4,7 +4,7 @@
 kept only when the forward is preserved (every loss the two runs compute before their first parameter
 update) and one of these proves it:
 
-* FD disagreed (or could not judge) before the edit and agrees after it;
+* FD disagreed (or could not judge: no backward reached a leaf parameter) before the edit and agrees after it;
 * FD agreed before and after *and* the edit left every checked gradient unchanged (the sketches of
   :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
   cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
@@ -71,7 +71,7 @@ GRAD_RTOL = 1e-5
 
 def fd_summary(report: Any) -> dict[str, Any]:
     """A compact view of a VerifyReport for tables and JSON, with what :func:`judge` compares."""
-    if report.error:
+    if report.error and not _no_leaf_reached(report):
         return {"verdict": "error", "error": report.error, "losses": []}
     verdicts = [p.verdict for b in report.backwards for p in b.params]
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
@@ -108,6 +108,14 @@ def fd_summary(report: Any) -> dict[str, Any]:
         # the loss of each backward after it: whether the update changed anything (an early-read proof)
         "later_losses": [b.loss for b in report.backwards if getattr(b, "window", 0) > 0],
     }
+
+
+def _no_leaf_reached(report: Any) -> bool:
+    """The program ran its backwards, but none reached a leaf parameter (a tape made per frame whose last
+    recording, the one backward-ed, reads no parameter: a truncation): FD could not judge, which an edit
+    may mend (verdict "none"), not a program that cannot be verified."""
+    return bool(report.backwards) and not any(b.params for b in report.backwards) and str(report.error).startswith(
+        "no backward had a leaf parameter")
 
 
 def _backward_verdict(verdicts: Sequence[str]) -> str:
