@@ -415,7 +415,8 @@ for it in range(5):
             at,
             f"`{tape}` is made anew in every pass of the loop `{_loop_head(loop)}` ({line_ref(loop.span, at)}) "
             f"and `{tape}.backward` ({line_ref(found.backward.span, at)}) runs once after it: the backward replays "
-            f"the last pass's recording only, while {names} carries the state from one pass into the next "
+            f"the last pass's recording only, while {names} {'carry' if len(found.carried) > 1 else 'carries'} the "
+            f"state from one pass into the next "
             f"(read on the next pass's tape at {line_ref(found.reader.span, at)}); the gradient of "
             f"{shown_params(trace, found.params)} through the earlier passes is dropped (a silent truncation)",
             data={
