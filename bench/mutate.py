@@ -12,7 +12,10 @@ optimization examples, copied from site-packages into a scratch folder) and each
    loss and the gradients of every tape leaf at the first backwards; the two runs must agree;
 2. a mutant is kept only when it runs, its first loss is bit for bit the original's (the bug is
    a gradient bug, not a forward change) and some recorded gradient differs (for ``retain_grad``:
-   a gradient other than the retained array's own, which that flag keeps by definition);
+   a gradient other than the retained array's own, which that flag keeps by definition). A mutant
+   whose first loss changed and whose first backward's leaf gradients differ too is
+   ``forward-changed``: a bug a user has, scored by ``check`` (step 3) but not by ``apply``, whose
+   judge is the original's forward; one whose leaf gradients are the original's is ``same-gradient``;
 3. ``warpfix check`` hits when an error of an accepted rule is reported within 2 lines of the
    planted line (or of an operator's anchor, e.g. the backward for a removed ``tape.zero()``);
 4. ``warpfix apply --check -- <program>`` runs on a copy; the mutant counts as fixed when an
@@ -23,21 +26,19 @@ optimization examples, copied from site-packages into a scratch folder) and each
 
 Table columns: sites (all programs), tried (mutants run), kept (gradient changed, forward not),
 check (right rule, error, within 2 lines), fixed (apply --check), bad-keep (apply --check kept an
-edit the recorder rejects), static (plain apply's edit reproduces the original's gradients).
+edit the recorder rejects), static (plain apply's edit reproduces the original's gradients),
+fwd-chg (forward-changed mutants) and fc-check (check's hits on them).
 Then the misses grouped by cause, with what check said and why apply failed.
 
-Not planted: WF601. Its shape is a backward inside the frame loop, on a tape made per frame,
-with the gradients summed across frames. Step 2's filter compares the loss of the *first*
-backward, bit for bit, and in a WF601 mutant that backward runs after the first frame.
-- ball, cloth, soft_body and spring_cage compute their objective once, from the last state, and
-  so do the fem and fluid programs after their solve. A per-frame backward needs a per-frame
-  objective, which is a new forward value.
-- drone adds per-step costs into one array, under one tape, and seeds ``backward()`` through
-  ``rollout_costs.grad.fill_(1.0)``. The first per-frame backward would see one frame's cost,
-  not the episode's.
-
-So no rewrite of these programs passes step 2. A WF601 operator needs another forward criterion,
-such as the last backward's episode loss being bit for bit the original's; that is not built.
+WF601 (bench/mutants/perframe.py): ``per-frame-tape`` makes a new tape per frame and keeps the one
+backward after the frame loop (the objective of the last state is unchanged, the backward sees the
+last frame only); ``per-window-backward`` also moves the backward into the loop, only where the
+objective is written inside the loop (drone's per-step costs, seeded by ``.grad.fill_``). Where the
+objective is computed once from the last state (ball, cloth, soft_body, spring_cage, the fem and
+fluid programs), a per-frame backward would need a new per-frame objective, a forward change, so
+that shape is not planted there. The recorder's first backward is then the first frame's, and
+drone's seed (``grad.fill_``, no ``loss=``) records no loss, so its kept mutants rest on the
+gradient difference alone.
 WF801 has an operator, but none of the programs has a ``@wp.func_grad``.
 """
 
@@ -70,6 +71,7 @@ HARNESS = REPO / "bench" / "mutants" / "harness"
 EXTRA_PATH: list[str] = []  # --extra-path: folders of packages some programs import (Pillow)
 LINE_TOLERANCE = 2
 Record = list[dict]
+SCORED = ("kept", "forward-changed")  # statuses scored by check (apply scores "kept" only)
 
 
 @dataclass
@@ -79,7 +81,7 @@ class Outcome:
     rule: str
     site: int
     line: int
-    status: str  # kept | crash | forward-changed | same-gradient | param-not-intermediate | retained-only
+    status: str  # kept | forward-changed (gradient changed too) | crash | same-gradient | param-not-intermediate | retained-only
     detail: str = ""
     check_hit: bool = False
     check_said: list[str] = field(default_factory=list)
@@ -180,6 +182,12 @@ def _max_diff(grad: np.ndarray, pool: list[np.ndarray]) -> float:
 def first_loss_equal(want: Record, got: Record) -> bool:
     a, b = want[0]["loss"], got[0]["loss"]
     return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
+
+
+def first_gradient_diff(want: Record, got: Record) -> str:
+    """'' when the first backward of ``got`` has every leaf gradient of ``want``'s first, else the difference."""
+    why = _leaves_match(want[0]["leaves"], got[0]["leaves"])
+    return f"forward changed; backward 1: {why}" if why else ""
 
 
 def compare(want: Record, got: Record) -> str:
@@ -351,7 +359,7 @@ class Bench:
                 self.outcomes.append(outcome)
                 self.save()
             print(f"  {program.name} {op.name}#{site} line {mutant.line}: {outcome.status}"
-                  + (f" check={'hit' if outcome.check_hit else 'miss'}" if outcome.status == "kept" else "")
+                  + (f" check={'hit' if outcome.check_hit else 'miss'}" if outcome.status in SCORED else "")
                   + (f" fixed={outcome.fixed}" if outcome.status == "kept" and not self.opts.no_apply else "")
                   + f" ({outcome.seconds:.0f} s)", flush=True)
 
@@ -366,12 +374,12 @@ class Bench:
         if record is None:
             outcome.status, outcome.detail = "crash", why
             return outcome
-        if not first_loss_equal(original, record):
-            outcome.status = "forward-changed"
-            return outcome
-        diff = compare(original, record)
+        forward_changed = not first_loss_equal(original, record)
+        # a changed forward changes the recorded losses: its gradient is judged on the leaves alone
+        diff = first_gradient_diff(original, record) if forward_changed else compare(original, record)
         if not diff:
             outcome.status = "same-gradient"
+            outcome.detail = "the forward changed, the first backward's gradients did not" if forward_changed else ""
             return outcome
         if op.rule == "WF501" and retained_only(original, record):
             outcome.status, outcome.detail = "retained-only", "only the retained array's own gradient changed"
@@ -381,6 +389,9 @@ class Bench:
             return outcome
         outcome.detail = diff
         outcome.check_hit, outcome.check_said = score_check(op, mutant, folder, program, self.opts.timeout)
+        if forward_changed:  # a bug a user has, scored for check; apply's judge needs the original forward
+            outcome.status = "forward-changed"
+            return outcome
         if self.opts.verify:
             score_verify(outcome, folder, program, self.opts.timeout)
         if not self.opts.no_apply:
@@ -419,24 +430,48 @@ class Bench:
 def table(bench: Bench, ops: list[Operator], apply: bool) -> str:
     head = f"{'rule':6} {'operator':22} {'sites':>5} {'tried':>5} {'kept':>4} {'check':>5}"
     head += f" {'fixed':>5} {'bad-keep':>8} {'static':>6}" if apply else ""
+    head += f" {'fwd-chg':>7} {'fc-check':>8}"
     lines = [head, "-" * len(head)]
-    totals = np.zeros(7, dtype=int)
+    totals = np.zeros(9, dtype=int)
     for op in ops:
         mine = [o for o in bench.outcomes if o.operator == op.name]
         kept = [o for o in mine if o.status == "kept"]
+        changed = [o for o in mine if o.status == "forward-changed"]
         row = np.array([
             sum(n for (_, name), n in bench.sites.items() if name == op.name), len(mine), len(kept),
             sum(o.check_hit for o in kept), sum(o.fixed for o in kept),
             sum(1 for o in kept if not o.fixed and any(e.get("kept") for e in o.apply_edits)),
-            sum(o.static_fixed for o in kept),
+            sum(o.static_fixed for o in kept), len(changed), sum(o.check_hit for o in changed),
         ])
         totals += row
-        line = f"{op.rule:6} {op.name:22} {row[0]:5} {row[1]:5} {row[2]:4} {row[3]:5}"
-        lines.append(line + (f" {row[4]:5} {row[5]:8} {row[6]:6}" if apply else ""))
+        lines.append(_row(f"{op.rule:6} {op.name:22}", row, apply))
     lines.append("-" * len(head))
-    line = f"{'total':29} {totals[0]:5} {totals[1]:5} {totals[2]:4} {totals[3]:5}"
-    lines.append(line + (f" {totals[4]:5} {totals[5]:8} {totals[6]:6}" if apply else ""))
+    lines.append(_row(f"{'total':29}", totals, apply))
     return "\n".join(lines)
+
+
+def _row(label: str, row: np.ndarray, apply: bool) -> str:
+    line = f"{label} {row[0]:5} {row[1]:5} {row[2]:4} {row[3]:5}"
+    line += f" {row[4]:5} {row[5]:8} {row[6]:6}" if apply else ""
+    return line + f" {row[7]:7} {row[8]:8}"
+
+
+def by_program(bench: Bench, apply: bool) -> str:
+    """One line per program and operator that had scored mutants: check hits and fixes of each set."""
+    cells: dict[tuple[str, str], list[Outcome]] = {}
+    for o in bench.outcomes:
+        if o.status in SCORED:
+            cells.setdefault((o.program, o.operator), []).append(o)
+    out = []
+    for (program, operator), mine in sorted(cells.items()):
+        kept = [o for o in mine if o.status == "kept"]
+        changed = [o for o in mine if o.status == "forward-changed"]
+        text = f"  {program:16} {operator:22} kept {len(kept)}: check {sum(o.check_hit for o in kept)}"
+        text += f", fixed {sum(o.fixed for o in kept)}" if apply else ""
+        if changed:
+            text += f"; forward-changed {len(changed)}: check {sum(o.check_hit for o in changed)}"
+        out.append(text)
+    return "\n".join(out)
 
 
 def check_cause(o: Outcome, op: Operator) -> str:
@@ -475,12 +510,14 @@ def misses(bench: Bench, apply: bool) -> str:
     ops = {op.name: op for op in OPERATORS}
     groups: dict[str, list[str]] = {}
     for o in bench.outcomes:
-        if o.status != "kept" or (o.check_hit and (o.fixed or not apply)):
+        scored_apply = apply and o.status == "kept"
+        if o.status not in SCORED or (o.check_hit and (o.fixed or not scored_apply)):
             continue
-        cause = check_cause(o, ops[o.operator]) + (f" / {apply_cause(o)}" if apply else "")
+        cause = check_cause(o, ops[o.operator]) + (f" / {apply_cause(o)}" if scored_apply else "")
+        cause += " (forward changed)" if o.status == "forward-changed" else ""
         said = ", ".join(o.check_said) or "nothing"
         line = f"  {o.program} {o.operator}#{o.site} line {o.line} ({o.rule}) | check: {said}"
-        if apply and not o.fixed:
+        if scored_apply and not o.fixed:
             edits = "; ".join(f"{e['rule']}:{e['line']} {'kept' if e['kept'] else 'reverted'} ({e['reason']})"
                               for e in o.apply_edits) or "no edit"
             line += f" | apply: {o.apply_error or edits} | after: {o.fix_detail}"
@@ -496,7 +533,7 @@ def misses(bench: Bench, apply: bool) -> str:
 def discarded(bench: Bench) -> str:
     out = []
     for o in bench.outcomes:
-        if o.status != "kept":
+        if o.status not in SCORED:
             out.append(f"{o.program} {o.operator}#{o.site} line {o.line}: {o.status} {o.detail}".rstrip())
     return "\n".join(out)
 
@@ -582,6 +619,7 @@ def report(bench: Bench, ops: list[Operator], apply: bool, programs: list[str], 
     print()
     print(table(bench, ops, apply))
     wall = f", {seconds:.0f} s wall" if seconds is not None else ""
+    print("\nby program:\n" + by_program(bench, apply))
     print(f"\n{len(programs)} programs ({', '.join(programs)}){wall}")
     for name, why in bench.skipped.items():
         print(f"skipped {name}: {why}")

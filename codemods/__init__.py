@@ -21,7 +21,7 @@ from codemods.wf402_component_accumulate import ComponentAccumulate
 from codemods.wf403_static_bound import StaticLoopBound
 from codemods.wf501_retain_grad import DropRetainGrad
 from codemods.wf502_duplicate_launch import DeleteDuplicateLaunch
-from codemods.wf601_hoist import HoistWindowTape
+from codemods.wf601_frame_tape import WF601Fixes
 from codemods.wf701_where import SafeSelect
 from codemods.wf702_length import UseLength
 from codemods.wf703_straight_through import StraightThrough
@@ -46,7 +46,7 @@ _ALL: tuple[type[FindingCommand], ...] = (
     StaticLoopBound,
     DropRetainGrad,
     DeleteDuplicateLaunch,
-    HoistWindowTape,
+    WF601Fixes,
     SafeSelect,
     UseLength,
     StraightThrough,

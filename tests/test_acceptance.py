@@ -284,3 +284,18 @@ def test_where_fd_passed_at_the_first_backward_and_fails_after_the_edit_is_refus
     ok, reason = judge(before, _checkpoint_run([0.2063] * 2, [GRAD, GRAD], ["fail", "fail"]), ["WF301"])
     assert not ok
     assert "at backward 1 where it agreed before" in reason
+
+
+def test_a_run_whose_backwards_reach_no_leaf_could_not_be_judged_and_an_edit_may_mend_it() -> None:
+    """navier_stokes, per-frame-tape (WF601): the last frame's tape, the one backward-ed, reads no parameter,
+    so verify gives no verdict on the buggy program; apply --check refused every edit ("cannot verify the
+    original program"). FD agreeing after the one-tape fix is the proof; a crash stays an error."""
+    no_leaf = VerifyReport(backwards=[BackwardResult("main.py:40", 2.5, [])],
+                           error="no backward had a leaf parameter to compare: main.py:40: no leaf parameter")
+    before = fd_summary(no_leaf)
+    assert before["verdict"] == "none" and before["losses"] == [2.5]
+    ok, why = judge(before, _report([2.5], [GRAD]), ["WF601"])
+    assert ok and "now passes" in why
+    assert not judge(before, _report([2.75], [GRAD]), ["WF601"])[0]
+    crashed = VerifyReport(backwards=[BackwardResult("main.py:40", 2.5, [])], error="the program exited with status 1")
+    assert fd_summary(crashed)["verdict"] == "error"

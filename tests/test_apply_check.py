@@ -136,6 +136,8 @@ def test_judge(before: dict, after: dict, kept: bool, why: str) -> None:
         # the WF601 hoist merges the windows' backwards: judged on the total
         ({"verdict": "pass", "losses": [54.0]}, ["WF601"], True, "total loss of 6 -> 1"),
         ({"verdict": "pass", "losses": [9.0, 9.0]}, ["WF601", "WF302"], False, "total loss"),
+        # a hand-seeded running sum (the drone's costs) is not summed: its last value is the iteration's
+        ({"verdict": "pass", "losses": [9.0]}, ["WF601"], False, "total loss"),
     ],
 )
 def test_judge_compares_like_with_like_when_the_backwards_differ(after: dict, rules: list, kept: bool,
@@ -143,6 +145,23 @@ def test_judge_compares_like_with_like_when_the_backwards_differ(after: dict, ru
     """Issue 10 (WF302 regression): a fix that ends the first iteration earlier is judged on the
     backwards both runs have, not on a total over unlike runs; only merging fixes use the total."""
     ok, reason = judge({"verdict": "fail", "losses": [9.0] * 6}, after, rules)
+    assert ok is kept and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("seeded", "after", "kept", "why"),
+    [
+        ([False, True, True], [6.0], True, "seeded by hand that 3 backwards added into unchanged at the last"),
+        ([False, True, True], [6.5], False, "total loss"),
+        ([False, False, True], [6.0], False, "total loss"),  # one backward has a loss of its own: summed
+    ],
+)
+def test_a_merged_running_sum_seeded_by_hand_is_judged_on_its_last_value(seeded: list, after: list, kept: bool,
+                                                                         why: str) -> None:
+    """drone, per-window-backward (WF601): each window adds its costs into one array and seeds the backward
+    through its .grad, so the backwards see 1, 3, 6; the fix's one backward sees 6, not their sum 10."""
+    before = {"verdict": "fail", "losses": [1.0, 3.0, 6.0], "seeded": seeded}
+    ok, reason = judge(before, {"verdict": "pass", "losses": after}, ["WF601"])
     assert ok is kept and why in reason, reason
 
 

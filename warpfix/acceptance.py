@@ -4,7 +4,7 @@
 kept only when the forward is preserved (every loss the two runs compute before their first parameter
 update) and one of these proves it:
 
-* FD disagreed (or could not judge) before the edit and agrees after it;
+* FD disagreed (or could not judge: no backward reached a leaf parameter) before the edit and agrees after it;
 * FD agreed before and after *and* the edit left every checked gradient unchanged (the sketches of
   :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
   cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
@@ -71,7 +71,7 @@ GRAD_RTOL = 1e-5
 
 def fd_summary(report: Any) -> dict[str, Any]:
     """A compact view of a VerifyReport for tables and JSON, with what :func:`judge` compares."""
-    if report.error:
+    if report.error and not _no_leaf_reached(report):
         return {"verdict": "error", "error": report.error, "losses": []}
     verdicts = [p.verdict for b in report.backwards for p in b.params]
     errs = [p.max_rel_err for b in report.backwards for p in b.params if p.max_rel_err is not None]
@@ -108,6 +108,14 @@ def fd_summary(report: Any) -> dict[str, Any]:
         # the loss of each backward after it: whether the update changed anything (an early-read proof)
         "later_losses": [b.loss for b in report.backwards if getattr(b, "window", 0) > 0],
     }
+
+
+def _no_leaf_reached(report: Any) -> bool:
+    """The program ran its backwards, but none reached a leaf parameter (a tape made per frame whose last
+    recording, the one backward-ed, reads no parameter: a truncation): FD could not judge, which an edit
+    may mend (verdict "none"), not a program that cannot be verified."""
+    return bool(report.backwards) and not any(b.params for b in report.backwards) and str(report.error).startswith(
+        "no backward had a leaf parameter")
 
 
 def _backward_verdict(verdicts: Sequence[str]) -> str:
@@ -189,10 +197,16 @@ def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
     if not rules or any(r in MERGING_FIXES for r in rules):
         # backwards merged or split (one tape over the windows, WF601): the iteration's objective
         # is the sum of what was differentiated, and that must not change
+        # -- or, where every backward after the first is seeded by hand (``costs.grad.fill_(1.0)``, newton's
+        # drone), the last one's: the windows add into the seeded arrays, so each backward saw the running sum
         a, b = math.fsum(lb), math.fsum(la)
-        if not _close(a, b):
-            return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})", False
-        return True, f"total loss of {len(lb)} -> {len(la)} backwards unchanged", False
+        if _close(a, b):
+            return True, f"total loss of {len(lb)} -> {len(la)} backwards unchanged", False
+        seeded = before.get("seeded") or []
+        if 1 < len(lb) <= len(seeded) and all(seeded[1:len(lb)]) and la and _close(lb[-1], la[-1]):
+            return True, (f"the objective seeded by hand that {len(lb)} backwards added into unchanged at the last "
+                          f"({lb[-1]} -> {la[-1]}, {len(la)} backward(s))"), False
+        return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})", False
     # the same iterations compared, like with like: the first iteration ends at its first parameter update,
     # and a fix that makes the program train (an optimizer step moved out of the tape) ends it earlier, so
     # fewer backwards precede it; each backward both runs have must match

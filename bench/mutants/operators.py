@@ -655,12 +655,41 @@ def _requires_grad_arg(call: cst.Call) -> cst.Arg | None:
     return None
 
 
+def _loud_without_grad(source: str, owner: str) -> bool:
+    """Warp (or Python) stops the program itself when ``owner`` loses ``requires_grad``: it is a backward's
+    seed ("Scalar loss arrays should have requires_grad=True") or the program reads its ``.grad`` (None:
+    ``.fill_`` / ``wp.copy`` / an optimizer fail). Such a mutant is a loud error, not a silent gradient bug."""
+    name = re.escape(owner)
+    grad = re.search(name + r"(\[[^\]\n]*\])?\.grad\b", source)
+    seed = re.search(r"\.backward\(\s*(loss\s*=\s*)?" + name + r"\s*[,)]|grads\s*=\s*\{\s*" + name + r"\s*:", source)
+    return bool(grad or seed)
+
+
 class _DropRequiresGrad(SiteTransformer):
+    def __init__(self, scope: TapedScope, target: int, source: str) -> None:
+        super().__init__(scope, target)
+        self.source = source
+        self.owners: list[str | None] = []  # the array an allocation is assigned to or appended to
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.owners.append(code_of(node.targets[0].target) if len(node.targets) == 1 else None)
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        self.owners.pop()
+        return updated
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "append":
+            self.owners.append(code_of(node.func.value))
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if isinstance(original.func, cst.Attribute) and original.func.attr.value == "append":
+            self.owners.pop()
         if not is_wp_call(updated, ALLOCATORS):
             return updated
         arg = _requires_grad_arg(updated)
-        if arg is None or not self.take():
+        owner = self.owners[-1] if self.owners else None
+        if arg is None or owner is not None and _loud_without_grad(self.source, owner) or not self.take():
             return updated
         args = [a for a in updated.args if a is not arg]
         last = args[-1]
@@ -672,10 +701,11 @@ class DropRequiresGrad(Operator):
     name = "drop-requires-grad"
     rule = "WF201"
     accepts = frozenset({"WF201"})
-    description = "requires_grad=True dropped from a wp.zeros/empty/array allocation"
+    description = ("requires_grad=True dropped from a wp.zeros/empty/array allocation (not from a backward's seed "
+                   "or an array whose .grad the program reads: Warp stops those itself)")
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
-        return _DropRequiresGrad(TapedScope(module), target)
+        return _DropRequiresGrad(TapedScope(module), target, module.code)
 
 
 class _RetainGrad(SiteTransformer):
@@ -973,9 +1003,12 @@ class CopyWriteback(Operator):
         return _CopyWriteback(TapedScope(module), target)
 
 
+from bench.mutants.perframe import PerFrameTape, PerWindowBackward  # noqa: E402  (builds on the classes above)
+
 OPERATORS: list[Operator] = [
     AliasStep(), ListAlias(), PingPong(), DropZero(), InplaceMul(), InplaceMulOperand(), KernelRmw(), DropRequiresGrad(), StepInTape(),
     StepIntoMethod(), WriteBeforeBackward(), CopyWriteback(), ZeroRead(), RetainGrad(), DuplicateLaunch(), SqrtDot(), AdjointAssign(),
+    PerFrameTape(), PerWindowBackward(),
 ]
 
 BY_NAME: dict[str, Operator] = {op.name: op for op in OPERATORS}

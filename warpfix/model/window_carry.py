@@ -3,7 +3,7 @@ steps, and the buffers whose values flow from one window into the next."""
 
 from __future__ import annotations
 
-from warpfix.model.facts import Buffer, Event
+from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.tapeflow import DIFFERENTIABLE, outputs, true_reads
 
 
@@ -60,6 +60,28 @@ def carried_buffers(first: list[Event], second: list[Event]) -> tuple[Event, lis
     return None
 
 
+def accumulated_seeds(window: list[Event], backward: Event) -> list[str]:
+    """The arrays a loss-less backward is seeded through (``costs.grad.fill_(1.0)`` before it in the window)
+    when the window only accumulates into them (atomics, ``+=``) and never overwrites, zeroes or rebinds
+    them: their values then sum every window's costs, and one seeded backward after the loop is the
+    gradient of that sum. Empty when the backward has a loss, or any seed is written otherwise."""
+    if backward.reads or backward.detail.get("grads"):
+        return []
+    stop = window.index(backward)
+    seeds: dict[int, str] = {}
+    for ev in window[:stop]:
+        if ev.kind == "grad_zero" and ev.detail.get("method") in ("fill_", "assign") and len(ev.writes) == 1 \
+                and ev.writes[0].grad_of is not None:
+            name = ev.name_of(ev.writes[0])
+            seeds[ev.writes[0].grad_of.root().id] = name[: -len(".grad")] if name.endswith(".grad") else name
+    accumulated = set()
+    for ev in window:
+        if any(b.root().id in seeds and b.grad_of is None for b in ev.writes):
+            return []
+        accumulated |= {b.root().id for b in ev.accums if b.root().id in seeds and ev.recorded}
+    return sorted(seeds.values()) if seeds and accumulated == set(seeds) else []
+
+
 def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
     """Whether the first window's run of ``ev``'s site read, in ``buf``'s place, an array that the first
     window had not written before it."""
@@ -94,3 +116,21 @@ def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
     for b in ev.accums:
         if derived and b.grad_of is None:
             tainted.add(b.root().id)
+
+
+def shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
+    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
+    those the project allocates; a library model hands every window's tape dozens of arrays that merely
+    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
+    consumed = {
+        b.grad_of.root().id
+        for e in trace.events
+        if e.kind == "grad_read"
+        for b in e.reads
+        if b.grad_of is not None
+    }
+    chosen = [p for k, p in params.items() if k in consumed] or [p for p in params.values() if p.origin is not None]
+    if not chosen:
+        return f"the {len(params)} arrays every window's tape reads"
+    names = ", ".join(f"`{p.label}`" for p in chosen[:4])
+    return names + (f" (and {len(chosen) - 4} more)" if len(chosen) > 4 else "")

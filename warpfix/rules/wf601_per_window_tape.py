@@ -9,9 +9,16 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.facts import Buffer, Loop, Trace
+from warpfix.model.facts import Loop, Trace
+from warpfix.model.frame_tapes import TruncatedTape, truncated_tape
 from warpfix.model.tapeflow import Window, anchor, iterations, line_ref
-from warpfix.model.window_carry import carried_buffers, steps_parameters, window_params
+from warpfix.model.window_carry import (
+    accumulated_seeds,
+    carried_buffers,
+    shown_params,
+    steps_parameters,
+    window_params,
+)
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 _SIM = """
@@ -66,7 +73,9 @@ class PerWindowTape(Rule):
         what=(
             "Flags a loop over frames/windows/chunks *inside one training iteration* that records a tape "
             "and calls `backward` in every window, sums the windows' gradients (no optimizer step between "
-            "them), while simulation state written in one window is read by the next window's tape."
+            "them), while simulation state written in one window is read by the next window's tape. "
+            "Also the truncation: a tape made anew in every pass of a frame loop, whose passes carry state, "
+            "and one backward after the loop."
         ),
         why=(
             "Each window's backward treats the state it starts from as a constant. Every path by which the "
@@ -123,7 +132,11 @@ for it in range(iters):
             "use gradient checkpointing (recompute each window's forward during backward from a saved "
             "window-start state; Warp ships no utility, its `example_fluid_checkpoint.py` shows the pattern), "
             "never a silent per-window truncation. Truncated BPTT is a legitimate choice only when made "
-            "explicitly."
+            "explicitly.\n\n"
+            "The truncation (a fresh `tape = wp.Tape()` in every pass, one backward after the loop; "
+            "`codemods/wf601_frame_tape.py`): the creation in the loop goes when the loop's block makes the tape "
+            "before the loop, else it moves there; every pass then re-enters one tape, and the backward replays "
+            "the whole episode."
         ),
     )
     VALID = [
@@ -191,6 +204,24 @@ for it in range(5):
 """,
             note="every window starts from a fresh state: nothing carries between the tapes",
         ),
+        Example(_SIM + """
+for it in range(5):
+    q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+    v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    for frame in range(frames):
+        q_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+        v_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+        with tape:
+            wp.launch(step, dim=n, inputs=[q, v, thrust], outputs=[q_next, v_next])
+        q, v = q_next, v_next
+    with tape:
+        wp.launch(distance, dim=n, inputs=[q, goal], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
+    tape.zero()
+""", note="one tape re-entered in every frame records the whole episode"),
     ]
     INVALID = [
         Example(
@@ -282,10 +313,32 @@ def simulate(state, thrust, loss):
             },
             note="the frame loop is in main.py, the state carry happens inside sim.simulate",
         ),
+        Example(_SIM + """
+for it in range(5):
+    q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+    v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    for frame in range(frames):
+        q_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+        v_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+        tape = wp.Tape()
+        with tape:  # expect: WF601
+            wp.launch(step, dim=n, inputs=[q, v, thrust], outputs=[q_next, v_next])
+        q, v = q_next, v_next
+    with tape:
+        wp.launch(distance, dim=n, inputs=[q, goal], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
+    tape.zero()
+""", note="a new tape per frame, one backward after the loop: it replays the last frame"),
     ]
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         for loop in trace.loops.values():
+            truncated = truncated_tape(trace, loop)
+            if truncated is not None:
+                yield self._truncated(trace, loop, truncated)
             if not (loop.contains_backward and loop.contains_tape):
                 continue
             for w0, w1 in iterations(trace, loop.id):
@@ -312,7 +365,7 @@ def simulate(state, thrust, loss):
             return None
         reader, bufs = carried
         names = [reader.name_of(b) for b in bufs]
-        shown = _shown_params(trace, params)
+        shown = shown_params(trace, params)
         src_loop = loop.span
         tape_name = str(bwd0.detail.get("tape_name") or "tape")
         return self.finding(
@@ -336,6 +389,8 @@ def simulate(state, thrust, loss):
                 "carried": names,
                 "params": [p.label for p in params.values()],
                 "loss": bwd0.detail.get("loss"),
+                # a loss-less backward seeded through arrays every window accumulates into
+                "seeds": accumulated_seeds(first, bwd0),
                 # per-window gradient handling the hoist removes: reads of the parameters' .grad, tape.zero()
                 "grad_reads": sorted(
                     {
@@ -351,26 +406,34 @@ def simulate(state, thrust, loss):
         )
 
 
+    def _truncated(self, trace: Trace, loop: Loop, found: TruncatedTape) -> Finding:
+        """A fresh tape per pass of ``loop`` and one backward after it: the backward sees the last pass."""
+        tape = str(found.backward.detail.get("tape_name") or "tape")
+        names = ", ".join(f"`{found.reader.name_of(b)}`" for b in found.carried)
+        at = found.begin.span
+        return self.finding(
+            at,
+            f"`{tape}` is made anew in every pass of the loop `{_loop_head(loop)}` ({line_ref(loop.span, at)}) "
+            f"and `{tape}.backward` ({line_ref(found.backward.span, at)}) runs once after it: the backward replays "
+            f"the last pass's recording only, while {names} {'carry' if len(found.carried) > 1 else 'carries'} the "
+            f"state from one pass into the next "
+            f"(read on the next pass's tape at {line_ref(found.reader.span, at)}); the gradient of "
+            f"{shown_params(trace, found.params)} through the earlier passes is dropped (a silent truncation)",
+            data={
+                "shape": "tape-per-pass",
+                "loop": {"path": loop.span.path, "line": loop.span.line, "end_line": loop.span.end_line,
+                         "var": loop.var},
+                "tape": tape,
+                "backward_line": found.backward.span.line,
+                "carried": [found.reader.name_of(b) for b in found.carried],
+                "params": [p.label for p in found.params.values()],
+            },
+            related=((loop.span, "frame loop"), (found.backward.span, "the one backward")),
+        )
+
+
 def _loop_head(loop: Loop) -> str:
     node = loop.node
     if isinstance(node, ast.For):
         return f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
     return f"while {ast.unparse(node.test)}"
-
-
-def _shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
-    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
-    those the project allocates; a library model hands every window's tape dozens of arrays that merely
-    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
-    consumed = {
-        b.grad_of.root().id
-        for e in trace.events
-        if e.kind == "grad_read"
-        for b in e.reads
-        if b.grad_of is not None
-    }
-    chosen = [p for k, p in params.items() if k in consumed] or [p for p in params.values() if p.origin is not None]
-    if not chosen:
-        return f"the {len(params)} arrays every window's tape reads"
-    names = ", ".join(f"`{p.label}`" for p in chosen[:4])
-    return names + (f" (and {len(chosen) - 4} more)" if len(chosen) > 4 else "")

@@ -1,0 +1,148 @@
+"""WF601, the truncation shape: a tape made anew in every pass of the frame loop, one backward after it.
+
+The finding's span is the ``with tape:`` block inside the loop (``data["shape"] == "tape-per-pass"``).
+The loop body holds ``tape = wp.Tape()`` as a direct statement; the rewrite makes every pass record on
+one tape, so that the backward after the loop replays every pass:
+
+* when the block around the loop already makes ``tape = wp.Tape()`` before it (and runs no backward,
+  ``zero`` or ``reset`` of it in between), the creation in the loop is deleted: every ``with tape:``
+  re-enters the tape made before the loop (a recording of the code before the loop stays on it);
+* when that block does not name the tape before the loop, the creation moves before the loop.
+
+Nothing else changes: no forward value, no other statement. Skipped with the reason: a loop that
+assigns the tape elsewhere too, runs its backward/``zero``/``reset``, or a tape used before the loop
+that was made somewhere else.
+
+A backward in every window seeded through arrays the windows accumulate into (``costs.grad.fill_(1.0);
+tape.backward()``, finding data ``seeds``; newton's drone) gets the same one tape, and the seeds and the
+backward move after the loop (:class:`OneTapeOverSeededWindows`).
+
+``WF601Fixes`` is the command registered for WF601: it hands a finding of these shapes to the classes
+here and any other to the window hoist (``codemods/wf601_hoist.py``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+from codemods._base import FindingCommand, call_name
+from codemods.wf601_hoist import HoistWindowTape
+from warpfix.finding import Finding
+
+SHAPE = "tape-per-pass"
+
+
+class OneTapeOverPasses(FindingCommand):
+    DESCRIPTION = "WF601: one tape over every pass of the frame loop (the per-pass `tape = wp.Tape()` hoisted)."
+    RULES = ("WF601",)
+    DATA = {"loop": "the frame loop (dict with `line`)", "tape": "the tape's name"}
+
+    def describe_missing(self) -> str:
+        return "no `with <tape>:` block"
+
+    def plan(self, tree: cst.Module) -> None:
+        block = self.on_line(cst.With, lambda w: len(w.items) == 1)
+        tape = self.code(block.items[0].item)
+        if self.data["tape"] and self.data["tape"] != tape:
+            raise self.not_applicable(f"the block records on {tape}, not {self.data['tape']}")
+        loop = self.enclosing(block, cst.For)
+        wanted = self.data["loop"]
+        if loop is None or isinstance(wanted, dict) and wanted.get("line") and self.pos(loop).start.line != int(
+            wanted["line"]
+        ):
+            raise self.not_applicable("the frame loop does not hold the block")
+        if self._uses(loop, tape, ("backward",)):
+            raise self.not_applicable(f"the loop runs {tape}'s backward")
+        self.one_tape(loop, tape)
+
+    def one_tape(self, loop: cst.For, tape: str) -> None:
+        """Every pass of ``loop`` re-enters one tape: the creation in its body goes (or moves before it)."""
+        creations = [s for s in loop.body.body if self._creates(s, tape)]
+        if len(creations) != 1:
+            raise self.not_applicable(f"the loop body has {len(creations)} `{tape} = wp.Tape()` statements, not 1")
+        if self._rebinds(loop, tape) != 1 or self._uses(loop, tape, ("zero", "reset")):
+            raise self.not_applicable(f"the loop assigns {tape} again or runs its zero or reset")
+        outer = list(self.block_of(loop))
+        before = outer[: outer.index(loop)]
+        made = next((i for i in range(len(before) - 1, -1, -1) if self._creates(before[i], tape)), None)
+        if made is not None:
+            if any(self._uses(s, tape, ("backward", "zero", "reset")) or self._rebinds(s, tape)
+                   for s in before[made + 1 :]):
+                raise self.not_applicable(f"{tape} is used between its creation and the loop")
+            self.remove(creations[0])
+            return
+        if any(tape in self.code(s) for s in before):
+            raise self.not_applicable(f"{tape} is used before the loop but not made in its block")
+        self.move_before(creations[0], loop)
+
+    def _creates(self, stmt: cst.BaseStatement, tape: str) -> bool:
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+            return False
+        assign = stmt.body[0]
+        return (
+            isinstance(assign, cst.Assign) and len(assign.targets) == 1 and self.code(assign.targets[0].target) == tape
+            and isinstance(assign.value, cst.Call) and call_name(assign.value) == "Tape" and not assign.value.args
+        )
+
+    def _rebinds(self, root: cst.CSTNode, tape: str) -> int:
+        targets = [t.target for t in self.nodes(root, cst.AssignTarget)]
+        targets += [w.asname.name for w in self.nodes(root, cst.WithItem) if w.asname is not None]
+        return sum(self.code(t) == tape for t in targets)
+
+    def _uses(self, root: cst.CSTNode, tape: str, methods: tuple[str, ...]) -> bool:
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value in methods and self.code(c.func.value) == tape
+            for c in self.nodes(root, cst.Call)
+        )
+
+
+class OneTapeOverSeededWindows(OneTapeOverPasses):
+    """A backward per window seeded through arrays every window accumulates into (``data["seeds"]``, e.g.
+    ``costs.grad.fill_(1.0); tape.backward()``): one tape over the windows, the seeds and the backward
+    after the loop. The seeded arrays then hold every window's costs, so the one backward is the
+    gradient of their sum over the episode."""
+
+    DATA = {**OneTapeOverPasses.DATA, "seeds": "the arrays the backward is seeded through (list)"}
+
+    def describe_missing(self) -> str:
+        return "no `tape.backward()` call"
+
+    def plan(self, tree: cst.Module) -> None:
+        call = self.on_line(cst.Call, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward")
+        assert isinstance(call.func, cst.Attribute)
+        tape, backward = self.code(call.func.value), self.statement_of(call)
+        loop = self.enclosing(backward, cst.For)
+        if loop is None or self.parent(backward) is not loop.body:
+            raise self.not_applicable("the backward is not a statement of the window loop's body")
+        body = list(loop.body.body)
+        tail = body[body.index(backward) - len(self.data["seeds"] or ()) :]
+        seeds = {f"{name}.grad" for name in self.data["seeds"] or ()}
+        if tail[-1] is not backward or not seeds or {self._seeded(s) for s in tail[:-1]} != seeds:
+            raise self.not_applicable("the loop body does not end with the seeds' fill and the backward")
+        if any(".grad" in self.code(s) for s in body[: body.index(tail[0])]):
+            raise self.not_applicable("the window reads a gradient before its backward")
+        self.one_tape(loop, tape)
+        for stmt in tail:
+            self.move_after(stmt, loop)
+
+    def _seeded(self, stmt: cst.BaseStatement) -> str | None:
+        """``x.grad`` of a statement ``x.grad.fill_(...)`` / ``x.grad.assign(...)``."""
+        expr = stmt.body[0].value if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(
+            stmt.body[0], cst.Expr) else None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
+                "fill_", "assign"):
+            return self.code(expr.func.value)
+        return None
+
+
+class WF601Fixes(HoistWindowTape):
+    """The WF601 command: the window hoist, or :class:`OneTapeOverPasses` for the tape-per-pass shape."""
+
+    @classmethod
+    def from_finding(cls, context: CodemodContext, finding: Finding, *, line: int | None = None) -> FindingCommand:
+        if finding.data.get("shape") == SHAPE:
+            return OneTapeOverPasses.from_finding(context, finding, line=line)
+        if finding.data.get("seeds"):
+            return OneTapeOverSeededWindows.from_finding(context, finding, line=line)
+        return HoistWindowTape.from_finding(context, finding, line=line)
