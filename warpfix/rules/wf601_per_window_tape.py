@@ -184,6 +184,29 @@ for it in range(5):
         Example(
             _SIM
             + """
+q0 = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+v0 = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+for it in range(5):
+    q, v = q0, v0
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for frame in range(frames):
+            q_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+            v_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+            wp.launch(step, dim=n, inputs=[q, v, thrust], outputs=[q_next, v_next])
+            q, v = q_next, v_next
+        wp.launch(distance, dim=n, inputs=[q, goal], outputs=[loss])
+        wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
+    tape.backward(loss)
+    tape.zero()
+""",
+            note="the optimizer step recorded on the tape (WF302's finding) still trains `thrust`: the loop is "
+            "a training loop, not a loop of windows that carry state",
+        ),
+        Example(
+            _SIM
+            + """
 q0 = wp.zeros(n, dtype=wp.vec3)
 for it in range(5):
     grad_sum.zero_()
