@@ -8,7 +8,9 @@ from warpfix.model.tapeflow import DIFFERENTIABLE, outputs, true_reads
 
 
 def window_params(window: list[Event]) -> dict[int, Buffer]:
-    """Leaves of the window's recordings: read on a tape with a gradient, never written on it."""
+    """Leaves of the window's recordings: read on a tape with a gradient, never written on it but by an
+    optimizer step recorded there too (an op that writes an array from that array's own gradient: the
+    step misplaced inside the tape is WF302's finding, and the array is still the parameter it trains)."""
     read: dict[int, Buffer] = {}
     written: set[int] = set()
     for ev in window:
@@ -17,7 +19,8 @@ def window_params(window: list[Event]) -> dict[int, Buffer]:
                 root = b.root()
                 if root.requires_grad and root.grad_of is None:
                     read.setdefault(root.id, root)
-            written.update(b.root().id for b in outputs(ev))
+            stepped = {b.grad_of.root().id for b in ev.reads if b.grad_of is not None}
+            written.update(b.root().id for b in outputs(ev) if b.root().id not in stepped)
     return {k: v for k, v in read.items() if k not in written}
 
 

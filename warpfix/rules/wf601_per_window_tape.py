@@ -19,45 +19,8 @@ from warpfix.model.window_carry import (
     steps_parameters,
     window_params,
 )
+from warpfix.rules._per_window_examples import SIM, SIM_MODULE
 from warpfix.rules.base import Example, Rule, RuleDoc
-
-_SIM = """
-import numpy as np
-import warp as wp
-
-
-@wp.kernel
-def step(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), thrust: wp.array(dtype=wp.vec3),
-         q_out: wp.array(dtype=wp.vec3), v_out: wp.array(dtype=wp.vec3)):
-    i = wp.tid()
-    v_new = v[i] + 0.01 * (thrust[0] + wp.vec3(0.0, -9.8, 0.0))
-    v_out[i] = v_new
-    q_out[i] = q[i] + 0.01 * v_new
-
-
-@wp.kernel
-def distance(q: wp.array(dtype=wp.vec3), goal: wp.vec3, loss: wp.array(dtype=float)):
-    i = wp.tid()
-    wp.atomic_add(loss, 0, wp.length_sq(q[i] - goal))
-
-
-@wp.kernel
-def accumulate(acc: wp.array(dtype=wp.vec3), g: wp.array(dtype=wp.vec3)):
-    i = wp.tid()
-    acc[i] = acc[i] + g[i]
-
-
-@wp.kernel
-def sgd(p: wp.array(dtype=wp.vec3), g: wp.array(dtype=wp.vec3), lr: float):
-    i = wp.tid()
-    p[i] = p[i] - lr * g[i]
-
-
-n, frames, substeps = 8, 4, 8
-goal = wp.vec3(1.0, 2.0, 0.0)
-thrust = wp.zeros(1, dtype=wp.vec3, requires_grad=True)
-grad_sum = wp.zeros(1, dtype=wp.vec3)
-"""
 
 
 class PerWindowTape(Rule):
@@ -141,7 +104,7 @@ for it in range(iters):
     )
     VALID = [
         Example(
-            _SIM
+            SIM
             + """
 for it in range(5):
     q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
@@ -162,7 +125,7 @@ for it in range(5):
             note="one tape over the whole episode",
         ),
         Example(
-            _SIM
+            SIM
             + """
 q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
 v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
@@ -182,7 +145,30 @@ for it in range(5):
             note="a backward in the training loop: one optimizer step per window",
         ),
         Example(
-            _SIM
+            SIM
+            + """
+q0 = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+v0 = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+for it in range(5):
+    q, v = q0, v0
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for frame in range(frames):
+            q_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+            v_next = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
+            wp.launch(step, dim=n, inputs=[q, v, thrust], outputs=[q_next, v_next])
+            q, v = q_next, v_next
+        wp.launch(distance, dim=n, inputs=[q, goal], outputs=[loss])
+        wp.launch(sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
+    tape.backward(loss)
+    tape.zero()
+""",
+            note="the optimizer step recorded on the tape (WF302's finding) still trains `thrust`: the loop is "
+            "a training loop, not a loop of windows that carry state",
+        ),
+        Example(
+            SIM
             + """
 q0 = wp.zeros(n, dtype=wp.vec3)
 for it in range(5):
@@ -204,7 +190,7 @@ for it in range(5):
 """,
             note="every window starts from a fresh state: nothing carries between the tapes",
         ),
-        Example(_SIM + """
+        Example(SIM + """
 for it in range(5):
     q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
     v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
@@ -225,7 +211,7 @@ for it in range(5):
     ]
     INVALID = [
         Example(
-            _SIM
+            SIM
             + """
 for it in range(5):
     grad_sum.zero_()
@@ -266,54 +252,11 @@ for it in range(5):
     wp.launch(sim.sgd, dim=1, inputs=[thrust, thrust.grad, 0.01])
     tape.zero()
 """,
-                "sim.py": """
-import warp as wp
-
-
-@wp.kernel
-def step(q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), thrust: wp.array(dtype=wp.vec3),
-         q_out: wp.array(dtype=wp.vec3), v_out: wp.array(dtype=wp.vec3)):
-    i = wp.tid()
-    v_new = v[i] + 0.01 * (thrust[0] + wp.vec3(0.0, -9.8, 0.0))
-    v_out[i] = v_new
-    q_out[i] = q[i] + 0.01 * v_new
-
-
-@wp.kernel
-def height(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
-    i = wp.tid()
-    wp.atomic_add(loss, 0, q[i][1] * q[i][1])
-
-
-@wp.kernel
-def sgd(p: wp.array(dtype=wp.vec3), g: wp.array(dtype=wp.vec3), lr: float):
-    i = wp.tid()
-    p[i] = p[i] - lr * g[i]
-
-
-class State:
-    def __init__(self, n):
-        self.n = n
-        self.q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
-        self.v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
-
-    def reset(self):
-        self.q = wp.zeros(self.n, dtype=wp.vec3, requires_grad=True)
-        self.v = wp.zeros(self.n, dtype=wp.vec3, requires_grad=True)
-
-
-def simulate(state, thrust, loss):
-    q_next = wp.zeros(state.n, dtype=wp.vec3, requires_grad=True)
-    v_next = wp.zeros(state.n, dtype=wp.vec3, requires_grad=True)
-    wp.launch(step, dim=state.n, inputs=[state.q, state.v, thrust], outputs=[q_next, v_next])
-    wp.launch(height, dim=state.n, inputs=[q_next], outputs=[loss])
-    state.q = q_next
-    state.v = v_next
-""",
+                "sim.py": SIM_MODULE,
             },
             note="the frame loop is in main.py, the state carry happens inside sim.simulate",
         ),
-        Example(_SIM + """
+        Example(SIM + """
 for it in range(5):
     q = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
     v = wp.zeros(n, dtype=wp.vec3, requires_grad=True)
