@@ -61,6 +61,7 @@ from .records import (
     family,
     flat,
 )
+from .solver_loops import HostReads
 from .spans import SpanIndex, mem_range, overlap
 
 ENV_OUT = "WARPFIX_VERIFY_OUT"
@@ -159,11 +160,13 @@ class Tracer(FiniteDifferences):
         self.findings: list[dict[str, Any]] = []
         self._finding_keys: dict[tuple, dict[str, Any]] = {}
         self.flags: dict[int, list[tuple[str, bool, bool]] | None] = {}
+        self.flags_hold: dict[int, bool] = {}  # id(kernel) -> its flags named every array its first launch wrote
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
         self.tracker_read: set[int] = set()
         self.host_grad_read = False
         # id -> (array, site, op count) of requires_grad arrays the program reads on the host
         self.host_reads: dict[int, tuple[Any, str, int]] = {}
+        self.host_values = HostReads()  # small arrays read on the host (iterative solves' residuals)
         self.error: str | None = None
         self.stopped = ""
         self.orig: dict[str, Any] = {}
@@ -396,13 +399,12 @@ class Tracer(FiniteDifferences):
             orig(allocator, ptr, size)
 
     def tracked(self, arr: Any) -> bool:
-        """True for arrays of the window: touched before, a traced gradient, or a view/alias of one."""
+        """True for arrays of the window: touched before, a traced gradient, a view/alias of one, or the owner
+        of a traced view (warp.sparse traces a matrix's ``scalar_values`` view, then copies and zeroes the
+        ``values`` array that owns that memory: untraced, the replay would hold those values constant)."""
         info = self.arrays.get(id(arr))
         if (info is not None and info.arr is arr) or self.grads.get(id(arr)) is arr:
             return True
-        # memory that arr does not own (a view, a `ptr=` alias) may belong to a traced array
-        if arr.deleter is not None:
-            return False
         return self.spans.any_overlap(mem_range(arr))
 
     def freeze(self, v: Any) -> Any:
@@ -588,6 +590,13 @@ class Tracer(FiniteDifferences):
                     reads.append(info)
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
+            # other views over memory this operation wrote hold traced contents too (a dot product writing
+            # one column of a buffer that a wider view also spans): a later touch must not take them for
+            # contents the program wrote outside the trace
+            for info in writes:
+                for other in self.spans.overlapping(info.span):
+                    if other is not info and id(other) not in post_of:
+                        other.hash = digest(other.arr)
         op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
                 positions=positions, library=self.library_site(), replayed=self.replaying is not None,
                 recording=self.wp._src.context.runtime.tape)  # fmt: skip
@@ -732,8 +741,16 @@ class Tracer(FiniteDifferences):
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
-        return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
-                              lambda: orig(*args, **kwargs), replay, frozenset(unwritten - written_ids))  # fmt: skip
+        # Warp's flags miss some stores (`wp.tile_store(out[col], t)` writes through a view of `out`): a
+        # kernel's first traced launch hashes every array, and its flags are trusted only if they held there
+        unflagged = frozenset(unwritten - written_ids)
+        trusted = self.flags_hold.get(id(kernel))
+        known = len(self.ops)
+        result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
+                                lambda: orig(*args, **kwargs), replay, unflagged if trusted else frozenset())  # fmt: skip
+        if trusted is None and len(self.ops) > known:
+            self.flags_hold[id(kernel)] = not any(id(i.arr) in unflagged for i in self.ops[known].writes)
+        return result
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
@@ -917,6 +934,11 @@ class Tracer(FiniteDifferences):
             elif arr.requires_grad and id(arr) not in self.host_reads:
                 path, line = self.site()
                 self.host_reads[id(arr)] = (arr, f"{path}:{line}", len(self.ops))
+            out = orig(arr, *args, **kwargs)
+            info = self.arrays.get(id(arr))
+            if info is not None and info.arr is arr:
+                self.host_values.on_read(len(self.ops), info, out)  # a solver's convergence check, maybe
+            return out
         return orig(arr, *args, **kwargs)
 
     def on_reset(self, orig: Callable, tape: Any) -> Any:
@@ -1186,6 +1208,7 @@ class Tracer(FiniteDifferences):
             self.verified = []
             self.host_grad_read = False
             self.host_reads = {}
+            self.host_values.clear()
         else:
             self.mode = "epilogue"
         self.flush()
