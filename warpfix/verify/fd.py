@@ -16,7 +16,6 @@ import numpy as np
 from . import judge
 from .records import ArrayInfo, BackwardRecord, Objective, Op, PendingCompare, ReplayPlan, digest, flat
 from .sketch import sketch
-from .solver_loops import SolverLoop, finish_loop
 from .spans import overlap, with_aliases
 
 #: Step-size ladder (dimensionless, times the per-element scale of the parameter).
@@ -53,7 +52,6 @@ class FiniteDifferences:
         restore = [i for i in infos if id(i) in written or self.is_param_candidate(i)]
         plan = ReplayPlan(n_ops, restore, {}, start, {i.order: self.tape_state[i.order] for i in restore
                                                       if i.order in self.tape_state})  # fmt: skip
-        plan.loops = self.host_values.loops(self.ops, start, n_ops)
         for info in infos:
             if info.reset_at is not None and start <= info.reset_at < n_ops:
                 plan.resets.setdefault(info.reset_at, []).append(info)
@@ -198,9 +196,6 @@ class FiniteDifferences:
         for op in self.ops[plan.start : plan.n_ops]:
             if time.perf_counter() > self.fd_deadline:
                 raise _BudgetSpent
-            loop = plan.loops.get(op.index)
-            if loop is not None:
-                self.finish_solve(loop)
             if diverged is not None and not diverged:
                 diverged += [(op, i) for i in op.reads if op.read_hash.get(i.order, None) not in (None, digest(i.arr))][:1]
             for info in plan.resets.get(op.index, ()):
@@ -217,24 +212,6 @@ class FiniteDifferences:
             if non_finite is not None and not non_finite:
                 non_finite += [(op, i) for i in op.writes if _has_non_finite(i.arr)][:1]
         return objective.value()
-
-    def finish_solve(self, loop: SolverLoop) -> None:
-        """Where the program left an iterative solve, run its last cycle again while the replay's residual
-        is above the one the program stopped at (see :mod:`.solver_loops`)."""
-
-        def residual() -> np.ndarray:
-            return flat(loop.residual.arr.numpy())
-
-        def check() -> None:
-            if time.perf_counter() > self.fd_deadline:
-                raise _BudgetSpent
-
-        added = finish_loop(loop, self.ops, residual, check)
-        if added:
-            op = self.ops[loop.exit_at - 1]
-            where = f"{op.path}:{op.line}" + (f" (in {op.library})" if op.library else "")
-            self.note(f"the iterative solve ending at {where} stops on a residual the program reads on the host: "
-                      "perturbed replays run more of its cycles until their residual is as small as the program's")  # fmt: skip
 
     def note_non_finite(self, plan: ReplayPlan, objective: Objective, perturb: dict[int, np.ndarray]) -> None:
         """Say (once) where a perturbed replay whose loss is not finite first writes a NaN or inf."""

@@ -61,7 +61,6 @@ from .records import (
     family,
     flat,
 )
-from .solver_loops import HostReads
 from .spans import SpanIndex, mem_range, overlap
 
 ENV_OUT = "WARPFIX_VERIFY_OUT"
@@ -166,7 +165,6 @@ class Tracer(FiniteDifferences):
         self.host_grad_read = False
         # id -> (array, site, op count) of requires_grad arrays the program reads on the host
         self.host_reads: dict[int, tuple[Any, str, int]] = {}
-        self.host_values = HostReads()  # small arrays read on the host (iterative solves' residuals)
         self.error: str | None = None
         self.stopped = ""
         self.orig: dict[str, Any] = {}
@@ -934,11 +932,6 @@ class Tracer(FiniteDifferences):
             elif arr.requires_grad and id(arr) not in self.host_reads:
                 path, line = self.site()
                 self.host_reads[id(arr)] = (arr, f"{path}:{line}", len(self.ops))
-            out = orig(arr, *args, **kwargs)
-            info = self.arrays.get(id(arr))
-            if info is not None and info.arr is arr:
-                self.host_values.on_read(len(self.ops), info, out)  # a solver's convergence check, maybe
-            return out
         return orig(arr, *args, **kwargs)
 
     def on_reset(self, orig: Callable, tape: Any) -> Any:
@@ -1208,7 +1201,6 @@ class Tracer(FiniteDifferences):
             self.verified = []
             self.host_grad_read = False
             self.host_reads = {}
-            self.host_values.clear()
         else:
             self.mode = "epilogue"
         self.flush()

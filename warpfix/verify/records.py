@@ -77,7 +77,6 @@ class ReplayPlan:
     start: int = 0  # the first operation replayed: where the window's first tape began recording
     start_state: dict[int, Any] = field(default_factory=dict)  # info.order -> contents at ``start``
     resets: dict[int, list[ArrayInfo]] = field(default_factory=dict)  # op index -> arrays put back there
-    loops: dict[int, Any] = field(default_factory=dict)  # op index -> the solver loop that exits there (SolverLoop)
 
 
 @dataclass

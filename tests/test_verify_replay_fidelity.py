@@ -1,0 +1,35 @@
+"""The FD replay's fidelity to the program: the put-back check on recorded operations made by hand
+(warpfix.verify.fd.put_back_downstream), and programs whose replays once missed what the program did."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from warpfix.verify.fd import put_back_downstream
+from warpfix.verify.records import ArrayInfo, Op, ReplayPlan
+
+
+def _info(order: int, first: int, size: int = 4, snap: float = 1.0) -> ArrayInfo:
+    held = SimpleNamespace(numpy=lambda: np.full(size, snap))  # the contents a replay puts back
+    return ArrayInfo(arr=None, order=order, snap=held, name=f"a{order}", hash=0, span=("cpu", first, first + size))
+
+
+def test_put_back_memory_holding_values_from_the_leaf_makes_the_replay_no_evidence() -> None:
+    leaf, tmp, late, const = _info(0, 0), _info(1, 100), _info(2, 100), _info(3, 300)
+    ops = [
+        Op(0, "launch", "launch of kernel assemble", "p.py", 1, None, lambda: None, [leaf], [tmp]),
+        Op(1, "launch", "launch of kernel fill", "p.py", 2, None, lambda: None, [const], [const]),
+        Op(2, "launch", "launch of kernel solve", "p.py", 3, None, lambda: None, [late], [late]),
+    ]
+    # `late` lies over the memory `assemble` wrote from the leaf, and the replay puts it back at op 2
+    plan = ReplayPlan(3, [leaf, tmp, late], {0: [leaf]}, resets={2: [late]})
+    assert put_back_downstream(ops, plan, leaf) is late
+    # a put-back over memory nothing computed from the leaf (a pooled buffer refilled with constants)
+    plan = ReplayPlan(3, [leaf, tmp, const], {0: [leaf]}, resets={1: [const]})
+    assert put_back_downstream(ops, plan, leaf) is None
+    # zeros put back over memory the leaf's values were in: the program cleared a buffer lent again
+    cleared = _info(4, 100, snap=0.0)
+    plan = ReplayPlan(3, [leaf, tmp, cleared], {0: [leaf]}, resets={2: [cleared]})
+    assert put_back_downstream(ops, plan, leaf) is None
