@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
+from warpfix.verify import run_verify
 from warpfix.verify.fd import put_back_downstream
 from warpfix.verify.records import ArrayInfo, Op, ReplayPlan
+
+PROGRAMS = Path(__file__).resolve().parent / "verify_programs"
 
 
 def _info(order: int, first: int, size: int = 4, snap: float = 1.0) -> ArrayInfo:
@@ -33,3 +39,22 @@ def test_put_back_memory_holding_values_from_the_leaf_makes_the_replay_no_eviden
     cleared = _info(4, 100, snap=0.0)
     plan = ReplayPlan(3, [leaf, tmp, cleared], {0: [leaf]}, resets={2: [cleared]})
     assert put_back_downstream(ops, plan, leaf) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "program",
+    [
+        # warp.optim.linear.cg's dot products store their sums with wp.tile_store through a view: trusting
+        # Warp's flags, the probe put the program's p.Ap back in every replay and the perturbed CG went NaN
+        "cg_solve.py",
+        # warp.sparse copies and zeroes the values array that owns a traced scalar_values view: untraced,
+        # the replay held the projected stiffness matrix constant (a false WF901, AD/FD ratio -245)
+        "sparse_solve.py",
+    ],
+)
+def test_iterative_and_sparse_solves_replay_as_the_program_ran(program: str) -> None:
+    report = run_verify([sys.executable, program], cwd=str(PROGRAMS), timeout=300)
+    assert report.error is None, report.error
+    assert [p.verdict for b in report.backwards for p in b.params] == ["pass", "pass"]
+    assert not [f for f in report.findings if f.severity.value == "error"]

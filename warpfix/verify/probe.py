@@ -739,9 +739,12 @@ class Tracer(FiniteDifferences):
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
-        # Warp's flags miss some stores (`wp.tile_store(out[col], t)` writes through a view of `out`): a
-        # kernel's first traced launch hashes every array, and its flags are trusted only if they held there
+        # Warp's flags miss some stores (`wp.tile_store(out[col], t)` writes through a view of `out`): the
+        # flags of a kernel with tile stores are never trusted, the others' only after the kernel's first
+        # traced launch (which hashes every array) wrote nothing they miss
         unflagged = frozenset(unwritten - written_ids)
+        if id(kernel) not in self.flags_hold and _stores_tiles(kernel):
+            self.flags_hold[id(kernel)] = False
         trusted = self.flags_hold.get(id(kernel))
         known = len(self.ops)
         result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
@@ -1357,6 +1360,12 @@ def _pointer(arg: Any) -> int | None:
     if isinstance(arg, ctypes.c_uint64 | ctypes.c_int64 | ctypes.c_size_t):
         return arg.value
     return None
+
+
+def _stores_tiles(kernel: Any) -> bool:
+    """True for a kernel whose code stores tiles: into a view of an argument (``out[col]``) as often as not."""
+    source = getattr(getattr(kernel, "adj", None), "source", "") or ""
+    return "tile_store" in source or "tile_atomic_add" in source
 
 
 def _as_program(fn: Callable[..., Any]) -> Callable[..., Any]:
