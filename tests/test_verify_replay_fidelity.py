@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from warpfix.verify import run_verify
-from warpfix.verify.fd import put_back_downstream
+from warpfix.verify.fd import held_constant, put_back_downstream
 from warpfix.verify.records import ArrayInfo, Op, ReplayPlan
 
 PROGRAMS = Path(__file__).resolve().parent / "verify_programs"
@@ -39,6 +39,25 @@ def test_put_back_memory_holding_values_from_the_leaf_makes_the_replay_no_eviden
     cleared = _info(4, 100, snap=0.0)
     plan = ReplayPlan(3, [leaf, tmp, cleared], {0: [leaf]}, resets={2: [cleared]})
     assert put_back_downstream(ops, plan, leaf) is None
+
+
+def test_a_taped_read_of_a_no_gradient_array_computed_off_the_tape_from_the_leaf_is_found() -> None:
+    # warp.fem's cantilever: the element energies come from an untaped solve of the filtered density and
+    # enter the taped compliance-sensitivity loss as constants (an adjoint by hand)
+    tape = object()
+    leaf, density, energy, loss = _info(0, 0), _info(1, 100), _info(2, 200), _info(3, 300)
+    energy.arr = SimpleNamespace(requires_grad=False)
+    density.arr = SimpleNamespace(requires_grad=True)
+    ops = [
+        Op(0, "launch", "launch of kernel filter", "c.py", 1, tape, lambda: None, [leaf], [density]),
+        Op(1, "launch", "launch of kernel energy", "c.py", 2, None, lambda: None, [density], [energy]),
+        Op(2, "launch", "launch of kernel loss", "c.py", 3, tape, lambda: None, [density, energy], [loss]),
+    ]
+    plan = ReplayPlan(3, [leaf, density, energy, loss], {0: [leaf]})
+    assert held_constant(ops, plan, leaf) == (energy, ops[1])
+    # with a gradient (a kernel launched outside the tape by mistake) the disagreement stands as evidence
+    energy.arr = SimpleNamespace(requires_grad=True)
+    assert held_constant(ops, plan, leaf) is None
 
 
 @pytest.mark.slow

@@ -333,8 +333,18 @@ class FiniteDifferences:
         chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
         verdict = judge.classify(samples, chaos_hint=chaos)
         if verdict.verdict == judge.FAIL and verdict.signature != "NaN/inf":
-            cut = put_back_downstream(self.ops, plan, info)
-            if cut is not None:
+            held = held_constant(self.ops, plan, info)
+            cut = put_back_downstream(self.ops, plan, info) if held is None else None
+            if held is not None:
+                array, op = held
+                verdict.verdict, verdict.signature = judge.UNRELIABLE, ""
+                verdict.reason = (
+                    f"FD disagrees with autodiff ({verdict.reason or 'mismatch'}), but the taped operations read "
+                    f"`{array.name}`, which has no gradient and which the {op.label} at {op.path}:{op.line}, "
+                    f"recorded on no tape, computed from `{info.name}`: the program holds it constant to autodiff "
+                    "(an adjoint by hand, like a compliance sensitivity), while FD of the replay does not"
+                )
+            elif cut is not None:
                 verdict.verdict, verdict.signature = judge.UNRELIABLE, ""
                 verdict.reason = (
                     f"FD disagrees with autodiff ({verdict.reason or 'mismatch'}), but the replay puts back "
@@ -384,6 +394,29 @@ def put_back_downstream(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> Arr
                 return info
         if any(r is leaf or any(overlap(r.span, span) for span in tainted) for r in op.reads):
             tainted += [w.span for w in op.writes if w.span is not None]
+    return None
+
+
+def held_constant(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> tuple[ArrayInfo, Op] | None:
+    """An array without a gradient that a taped operation reads and an untaped one computed from ``leaf``
+    (with that untaped operation): the program's tape treats values that depend on the leaf as constants,
+    so the objective's FD and autodiff differentiate different functions."""
+    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
+    tainted = [leaf.span]
+    untaped: list[tuple[ArrayInfo, Op]] = []  # leaf-dependent arrays written outside any tape, by whom
+    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
+        hit = [r for r in op.reads if r is leaf or any(overlap(r.span, span) for span in tainted)]
+        if not hit:
+            continue
+        if op.tape is not None:
+            for r in hit:
+                if r.arr is not None and not r.arr.requires_grad:
+                    writer = next((o for a, o in reversed(untaped) if a is r or overlap(a.span, r.span)), None)
+                    if writer is not None:
+                        return r, writer
+        else:
+            untaped += [(w, op) for w in op.writes]
+        tainted += [w.span for w in op.writes if w.span is not None]
     return None
 
 
