@@ -49,6 +49,7 @@ from .adjoint import install_hook as install_adjoint_hook
 from .cut_chain import CutChain
 from .early_grad import EarlyGrad
 from .fd import FiniteDifferences
+from .flag_trust import FlagTrust
 from .leftovers import Leftovers
 from .records import (
     ArrayInfo,
@@ -159,7 +160,7 @@ class Tracer(FiniteDifferences):
         self.findings: list[dict[str, Any]] = []
         self._finding_keys: dict[tuple, dict[str, Any]] = {}
         self.flags: dict[int, list[tuple[str, bool, bool]] | None] = {}
-        self.flags_hold: dict[int, bool] = {}  # id(kernel) -> its flags named every array its first launch wrote
+        self.flag_trust = FlagTrust()  # whether a kernel's write flags name every array it writes
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
         self.tracker_read: set[int] = set()
         self.host_grad_read = False
@@ -588,9 +589,7 @@ class Tracer(FiniteDifferences):
                     reads.append(info)
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
-            # other views over memory this operation wrote hold traced contents too (a dot product writing
-            # one column of a buffer that a wider view also spans): a later touch must not take them for
-            # contents the program wrote outside the trace
+            # other views over the memory written hold traced contents too (one column of a wider buffer)
             for info in writes:
                 for other in self.spans.overlapping(info.span):
                     if other is not info and id(other) not in post_of:
@@ -739,18 +738,12 @@ class Tracer(FiniteDifferences):
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
-        # Warp's flags miss some stores (`wp.tile_store(out[col], t)` writes through a view of `out`): the
-        # flags of a kernel with tile stores are never trusted, the others' only after the kernel's first
-        # traced launch (which hashes every array) wrote nothing they miss
         unflagged = frozenset(unwritten - written_ids)
-        if id(kernel) not in self.flags_hold and _stores_tiles(kernel):
-            self.flags_hold[id(kernel)] = False
-        trusted = self.flags_hold.get(id(kernel))
         known = len(self.ops)
-        result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
-                                lambda: orig(*args, **kwargs), replay, unflagged if trusted else frozenset())  # fmt: skip
-        if trusted is None and len(self.ops) > known:
-            self.flags_hold[id(kernel)] = not any(id(i.arr) in unflagged for i in self.ops[known].writes)
+        result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays, lambda: orig(*args, **kwargs),
+                                replay, self.flag_trust.read_only(kernel, unflagged))  # fmt: skip
+        if len(self.ops) > known:
+            self.flag_trust.learn(kernel, unflagged, self.ops[known].writes)
         return result
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
@@ -1360,12 +1353,6 @@ def _pointer(arg: Any) -> int | None:
     if isinstance(arg, ctypes.c_uint64 | ctypes.c_int64 | ctypes.c_size_t):
         return arg.value
     return None
-
-
-def _stores_tiles(kernel: Any) -> bool:
-    """True for a kernel whose code stores tiles: into a view of an argument (``out[col]``) as often as not."""
-    source = getattr(getattr(kernel, "adj", None), "source", "") or ""
-    return "tile_store" in source or "tile_atomic_add" in source
 
 
 def _as_program(fn: Callable[..., Any]) -> Callable[..., Any]:
