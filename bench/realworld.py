@@ -30,6 +30,9 @@ from warpfix.verify import run_verify  # noqa: E402
 
 NEWTON = ["ball", "bear", "cloth", "drone", "soft_body", "spring_cage"]
 NEWTON_ARGS = ["--viewer", "null", "--num-frames", "3", "--device", "cpu"]
+#: Extra arguments per newton example: bear simulates 300 steps of 80 substeps per iteration by default
+#: (minutes per frame on the CPU); two steps still run its whole forward, backward and update.
+NEWTON_EXTRA = {"bear": ["--sim-steps", "2"]}
 #: Warp wheel examples: (file under warp/examples, small arguments).
 WARP = [
     ("optim/example_particle_repulsion.py", ["--num-frames", "3", "--device", "cpu"]),
@@ -56,7 +59,7 @@ def programs() -> list[tuple[str, Path, list[str]]]:
     if newton is not None:
         for name in NEWTON:
             src = newton / "examples" / "diffsim" / f"example_diffsim_{name}.py"
-            out.append((f"newton {name}", src, [sys.executable, str(src), *NEWTON_ARGS]))
+            out.append((f"newton {name}", src, [sys.executable, str(src), *NEWTON_ARGS, *NEWTON_EXTRA.get(name, [])]))
     warp = _package_dir("warp")
     if warp is not None:
         for rel, args in WARP:

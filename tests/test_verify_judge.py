@@ -158,6 +158,19 @@ def test_classify_unreliable_samples_do_not_hide_a_failure():
     assert v.verdict == judge.FAIL
 
 
+def test_classify_a_loss_that_is_not_smooth_at_most_samples_decides_nothing():
+    # warp.fem's darcy_ls: four of six perturbations give FD that changes with the step, one agreeing pair
+    # disagrees with autodiff
+    kink = judge_sample("element", -0.015, [StepResult(t, 0.0, -2.0 * t * f) for t, f in
+                                            ((1e-1, 0.0064), (1e-2, 0.0112), (1e-3, 0.0103), (1e-4, 0.045))], ULP32)
+    assert kink.reason == judge.KINK_OR_CHAOS
+    v = classify([kink, kink, kink, kink, sample(-0.0996, -0.2011)])
+    assert v.verdict == judge.UNRELIABLE
+    assert v.reason.startswith(judge.KINK_OR_CHAOS) and "4 of 5" in v.reason
+    # fewer kinks than disagreeing samples: the disagreement stands
+    assert classify([kink, sample(-0.0996, -0.2011), sample(0.5, 1.5)]).verdict == judge.FAIL
+
+
 def test_classify_a_loss_that_blows_up_under_perturbation_decides_nothing():
     # warp.fem's elastic_shape: most perturbed replays give a NaN loss, one finite one disagrees
     blown = judge_sample("element", 0.06, [StepResult(0.1, float("nan"), float("nan"))], ULP32)

@@ -16,7 +16,7 @@ import numpy as np
 from . import judge
 from .records import ArrayInfo, BackwardRecord, Objective, Op, PendingCompare, ReplayPlan, digest, flat
 from .sketch import sketch
-from .spans import with_aliases
+from .spans import overlap, with_aliases
 
 #: Step-size ladder (dimensionless, times the per-element scale of the parameter).
 STEP_LADDER = (1e-1, 1e-2, 1e-3, 1e-4)
@@ -291,6 +291,7 @@ class FiniteDifferences:
                     raise _BudgetSpent
                 nz = v != 0.0
                 t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
+                too_large: judge.StepResult | None = None  # a largest rung whose loss is not finite
                 for c in STEP_LADDER:
                     # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
                     t = max(c, t_min * c / STEP_LADDER[-1])
@@ -300,12 +301,20 @@ class FiniteDifferences:
                     lm = self.replay(plan, objective, {info.order: minus})
                     # the effective step after rounding the perturbed parameter to its dtype
                     t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
-                    steps.append(judge.StepResult(t_eff, lp, lm))
+                    step = judge.StepResult(t_eff, lp, lm)
                     if not (math.isfinite(lp) and math.isfinite(lm)):
                         self.note_non_finite(plan, objective, {info.order: plus if not math.isfinite(lp) else minus})
-                        break  # a loss that is not finite makes the sample unreliable whatever the other steps show
+                        if steps:  # finite at a larger step and not at this one: the sample is unreliable
+                            steps.append(step)
+                            break
+                        # a step too large for the forward (a mesh element inverted): the smaller rungs judge
+                        too_large = step
+                        continue
+                    steps.append(step)
                     if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
                         break
+                if len(steps) < 2 and too_large is not None:
+                    steps.append(too_large)  # too few rungs with a finite loss to judge anything
             except _BudgetSpent:
                 # judge what was measured: the complete ladders, and this one if it already says something
                 if len(steps) >= 2 or (steps and not math.isfinite(steps[-1].fd)):
@@ -323,6 +332,26 @@ class FiniteDifferences:
             samples.append(judge.judge_sample(kind, ad_v, steps, loss_ulp, noise=noise, fd_floor=floor, index=idx))
         chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
         verdict = judge.classify(samples, chaos_hint=chaos)
+        if verdict.verdict == judge.FAIL and verdict.signature != "NaN/inf":
+            held = held_constant(self.ops, plan, info)
+            cut = put_back_downstream(self.ops, plan, info) if held is None else None
+            if held is not None:
+                array, op = held
+                verdict.verdict, verdict.signature = judge.UNRELIABLE, ""
+                verdict.reason = (
+                    f"FD disagrees with autodiff ({verdict.reason or 'mismatch'}), but the taped operations read "
+                    f"`{array.name}`, which has no gradient and which the {op.label} at {op.path}:{op.line}, "
+                    f"recorded on no tape, computed from `{info.name}`: the program holds it constant to autodiff "
+                    "(an adjoint by hand, like a compliance sensitivity), while FD of the replay does not"
+                )
+            elif cut is not None:
+                verdict.verdict, verdict.signature = judge.UNRELIABLE, ""
+                verdict.reason = (
+                    f"FD disagrees with autodiff ({verdict.reason or 'mismatch'}), but the replay puts back "
+                    f"`{cut.name}` (memory the program changed outside the trace) before operation {cut.reset_at}, "
+                    f"though it holds values computed from `{info.name}`: the replay holds them constant, so its FD "
+                    "is no evidence against the gradient"
+                )
         return {
             **base,
             "verdict": verdict.verdict,
@@ -348,6 +377,47 @@ class FiniteDifferences:
         elif res["verdict"] == judge.UNRELIABLE:
             msg = f"finite differences cannot judge the gradient of `{info.name}`: {res.get('reason', '')}"
             self.add_finding("WF904", path, line, msg, ("WF904", path, line, info.name), param=info.name)
+
+
+def put_back_downstream(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> ArrayInfo | None:
+    """The first array a replay puts back (``plan.resets``), with contents other than zeros, over memory holding
+    values computed from ``leaf`` by then: the replay cuts the leaf's influence there, so its FD is not the FD
+    of the program's loss."""
+    if not plan.resets:
+        return None
+    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
+    tainted = [leaf.span]
+    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
+        for info in plan.resets.get(op.index, ()):
+            zeroed = not np.any(info.snap.numpy())  # the program cleared it (a buffer lent again): a constant
+            if not zeroed and any(overlap(info.span, span) for span in tainted):
+                return info
+        if any(r is leaf or any(overlap(r.span, span) for span in tainted) for r in op.reads):
+            tainted += [w.span for w in op.writes if w.span is not None]
+    return None
+
+
+def held_constant(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> tuple[ArrayInfo, Op] | None:
+    """An array without a gradient that a taped operation reads and an untaped one computed from ``leaf``
+    (with that untaped operation): the program's tape treats values that depend on the leaf as constants,
+    so the objective's FD and autodiff differentiate different functions."""
+    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
+    tainted = [leaf.span]
+    untaped: list[tuple[ArrayInfo, Op]] = []  # leaf-dependent arrays written outside any tape, by whom
+    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
+        hit = [r for r in op.reads if r is leaf or any(overlap(r.span, span) for span in tainted)]
+        if not hit:
+            continue
+        if op.tape is not None:
+            for r in hit:
+                if r.arr is not None and not r.arr.requires_grad:
+                    writer = next((o for a, o in reversed(untaped) if a is r or overlap(a.span, r.span)), None)
+                    if writer is not None:
+                        return r, writer
+        else:
+            untaped += [(w, op) for w in op.writes]
+        tainted += [w.span for w in op.writes if w.span is not None]
+    return None
 
 
 def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:

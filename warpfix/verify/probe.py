@@ -49,6 +49,7 @@ from .adjoint import install_hook as install_adjoint_hook
 from .cut_chain import CutChain
 from .early_grad import EarlyGrad
 from .fd import FiniteDifferences
+from .flag_trust import FlagTrust
 from .leftovers import Leftovers
 from .records import (
     ArrayInfo,
@@ -159,6 +160,7 @@ class Tracer(FiniteDifferences):
         self.findings: list[dict[str, Any]] = []
         self._finding_keys: dict[tuple, dict[str, Any]] = {}
         self.flags: dict[int, list[tuple[str, bool, bool]] | None] = {}
+        self.flag_trust = FlagTrust()  # whether a kernel's write flags name every array it writes
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
         self.tracker_read: set[int] = set()
         self.host_grad_read = False
@@ -396,13 +398,12 @@ class Tracer(FiniteDifferences):
             orig(allocator, ptr, size)
 
     def tracked(self, arr: Any) -> bool:
-        """True for arrays of the window: touched before, a traced gradient, or a view/alias of one."""
+        """True for arrays of the window: touched before, a traced gradient, a view/alias of one, or the owner
+        of a traced view (warp.sparse traces a matrix's ``scalar_values`` view, then copies and zeroes the
+        ``values`` array that owns that memory: untraced, the replay would hold those values constant)."""
         info = self.arrays.get(id(arr))
         if (info is not None and info.arr is arr) or self.grads.get(id(arr)) is arr:
             return True
-        # memory that arr does not own (a view, a `ptr=` alias) may belong to a traced array
-        if arr.deleter is not None:
-            return False
         return self.spans.any_overlap(mem_range(arr))
 
     def freeze(self, v: Any) -> Any:
@@ -591,6 +592,11 @@ class Tracer(FiniteDifferences):
                     reads.append(info)
                     read_hash[info.order] = pre[id(info)]
                 info.hash = post
+            # other views over the memory written hold traced contents too (one column of a wider buffer)
+            for info in writes:
+                for other in self.spans.overlapping(info.span):
+                    if other is not info and id(other) not in post_of:
+                        other.hash = digest(other.arr)
         op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
                 positions=positions, library=self.library_site(), replayed=self.replaying is not None,
                 recording=self.wp._src.context.runtime.tape)  # fmt: skip
@@ -735,8 +741,13 @@ class Tracer(FiniteDifferences):
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
         if taped and flags:
             self.mirror_tracker(kernel, all_args, flags)
-        return self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays,
-                              lambda: orig(*args, **kwargs), replay, frozenset(unwritten - written_ids))  # fmt: skip
+        unflagged = frozenset(unwritten - written_ids)
+        known = len(self.ops)
+        result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays, lambda: orig(*args, **kwargs),
+                                replay, self.flag_trust.read_only(kernel, unflagged))  # fmt: skip
+        if len(self.ops) > known:
+            self.flag_trust.learn(kernel, unflagged, self.ops[known].writes)
+        return result
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
