@@ -258,7 +258,7 @@ class Calls:
         if bound_self and args:
             frame.self_val = args[0]
         self.func_stack.append(id(fn))
-        self.call_stack.append((caller_src or fsrc).span(site))
+        self.call_stack.append(self.span_of(caller_src or fsrc, site))
         limit = self.steps + CALL_STEPS
         self.call_limits.append(min(limit, self.call_limits[-1]) if self.call_limits else limit)
         try:

@@ -229,7 +229,7 @@ class Expressions:
             if v.id in seen:
                 continue
             seen.add(v.id)
-            v.aliased_by.append(ev)
+            v.aliased_by += (ev,)
             if v.buf is not None:
                 ev.reads.append(v.buf)
             todo.extend(v.attrs.values())

@@ -58,6 +58,8 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
         self.call_limits: list[int] = []
         self.loop_nodes: dict[int, list[ast.AST]] = {}  # id(for loop) -> every node of its body
+        # id(node) -> (node, its span): a site runs again in every unrolled pass, inlined call and root
+        self.spans: dict[int, tuple[ast.AST, Span]] = {}
         # per-root state
         self.steps = 0
         self.events: list[Event] = []
@@ -99,7 +101,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
                 child = self.new(f"{obj.label}.{name}", "lib", value=f"{obj.value}.{name}")
             else:
                 child = self.new(f"{obj.label}.{name}", external=obj.external, grad_enabled=obj.grad_enabled,
-                                 aliased_by=list(obj.aliased_by))
+                                 aliased_by=obj.aliased_by)
                 if name == "grad" and obj.kind in ("array", "unknown"):
                     child.kind = "array"
                     child.buf = Buffer(child.id, child.label, grad_of=self.buffer(obj))
@@ -263,12 +265,19 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         return self.new(f"{cls_val.label}.{name}")
 
     # ------------------------------------------------------------------ events
+    def span_of(self, src: SourceFile, node: ast.AST) -> Span:
+        """``src.span(node)``, computed once per node (one shared, immutable :class:`Span`)."""
+        hit = self.spans.get(id(node))
+        if hit is None or hit[0] is not node:
+            hit = self.spans[id(node)] = (node, src.span(node))
+        return hit[1]
+
     def emit(self, kind: EventKind, node: ast.AST, src: SourceFile, **kw) -> Event:
         if len(self.events) >= MAX_EVENTS:
             raise _Budget
         ev = Event(
             kind,
-            src.span(node),
+            self.span_of(src, node),
             node,
             tapes=tuple(self.tapes),
             loops=tuple(self.loop_stack),

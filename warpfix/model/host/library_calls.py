@@ -133,7 +133,7 @@ class LibraryCalls:
             hit = resolve(path, any_kind=True)
             if receiver is not None and hit is not None:
                 receiver.attrs[attr] = hit[0]
-                receiver.bound_attrs.add(attr)
+                receiver.bound_attrs |= {attr}
 
         def private(path: str) -> bool:
             """A write to the library object's own state, not to something the caller handed it."""

@@ -9,8 +9,11 @@ from warpfix.model.facts import Buffer, Event, KernelDef
 from warpfix.model.source import SourceFile
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Val:
+    """One abstract value (slotted, and its rarely filled sets and lists immutable and shared: a check
+    creates millions of them)."""
+
     id: int
     label: str
     kind: str = "unknown"  # unknown | array | object | list | tape | kernel | func | class | module | int | const
@@ -30,11 +33,11 @@ class Val:
     is_struct: bool = False  # an instance of a project @wp.struct
     lib_cls: tuple[SourceFile, ast.ClassDef] | None = None  # an instance of an installed library's class
     external: bool = False  # returned by a library call: never guessed to be a project object
-    bound_attrs: set[str] = field(default_factory=set)  # library object: attributes its constructor bound
+    bound_attrs: frozenset[str] = frozenset()  # library object: attributes its constructor bound
     # made by a library call given ``requires_grad=True`` (``builder.finalize(requires_grad=True)``), or
     # by a method of such an object (``model.state()``): its arrays carry gradients
     grad_enabled: bool = False
-    aliased_by: list[Event] = field(default_factory=list)  # ``[x] * n`` rebind events that cover this value
+    aliased_by: tuple[Event, ...] = ()  # ``[x] * n`` rebind events that cover this value
 
 
 class _Return(Exception):
