@@ -11,7 +11,7 @@ import pytest
 from warpfix.engine import parse_file, run_rules
 from warpfix.finding import Finding, Severity
 from warpfix.model import build_project
-from warpfix.model.host import _passes
+from warpfix.model.host.syntax import _passes
 from warpfix.model.library import LibraryIndex
 
 

@@ -14,6 +14,7 @@ import pytest
 from warpfix.engine import parse_file, run_rules
 from warpfix.model import build_project
 from warpfix.model import host as host_module
+from warpfix.model.host import library_callbacks
 from warpfix.model.library import LibraryIndex, shared_index
 from warpfix.model.taped import TapedIndex
 
@@ -38,7 +39,7 @@ def test_library_callbacks_and_names_are_read_once_per_process(monkeypatch) -> N
     function's callbacks and resolves no library name again, and finds the same."""
     index = shared_index()  # the process's (other tests may have filled it already)
     calls: list[str] = []
-    real_callbacks, real_resolve = host_module._callbacks, LibraryIndex._resolve
+    real_callbacks, real_resolve = library_callbacks.callback_ops, LibraryIndex._resolve
 
     def counted_callbacks(src, fn, params):
         calls.append(f"callbacks {src.path}:{fn.lineno}")
@@ -48,7 +49,7 @@ def test_library_callbacks_and_names_are_read_once_per_process(monkeypatch) -> N
         calls.append(f"resolve {dotted}")
         return real_resolve(self, dotted, depth)
 
-    monkeypatch.setattr(host_module, "_callbacks", counted_callbacks)
+    monkeypatch.setattr(library_callbacks, "callback_ops", counted_callbacks)
     monkeypatch.setattr(LibraryIndex, "_resolve", counted_resolve)
     text = _example("cloth")
     first = _findings(text, index)

@@ -1,0 +1,279 @@
+"""Calls of project code: functions, methods, constructors, ``super()``; inlining with its budgets."""
+
+from __future__ import annotations
+
+import ast
+
+from warpfix.model.facts import Buffer
+from warpfix.model.grad_reads import grad_owner
+from warpfix.model.host.limits import CALL_STEPS, MAX_DEPTH
+from warpfix.model.host.syntax import (
+    _PURE_BUILTINS,
+    _WARP_LIBRARIES,
+    _asks_for_grad,
+    _callee_name,
+    _find_method,
+    _is_super,
+    _text,
+)
+from warpfix.model.host.values import Val, _Budget, _CallBudget, _Frame, _Return
+from warpfix.model.source import SourceFile
+
+
+class Calls:
+    """Project calls of :class:`~warpfix.model.host.interpreter.HostInterpreter` (a mixin)."""
+
+    # ------------------------------------------------------------------ calls
+    def call(self, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        wn = src.warp_name(e.func)
+        if wn is not None:
+            if self.library is not None and wn.split(".")[0] in _WARP_LIBRARIES:
+                return self.library_call(f"warp.{wn}", e, frame)
+            return self.warp_call(wn.rpartition(".")[2], e, frame)
+        if isinstance(e.func, ast.Attribute):
+            owner_node = grad_owner(e)
+            if owner_node is not None:  # tape.gradients.get(x): x.grad
+                for a in e.args[1:]:
+                    self.eval(a, frame)
+                return self.grad_read(self.attr(self.eval(owner_node, frame), "grad"), e, owner_node, src)
+            return self.method_call(e, frame)
+        callee = self.eval(e.func, frame)
+        if callee.kind == "lib" and isinstance(callee.value, str):
+            return self.library_call(callee.value, e, frame)
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        if callee.kind == "func" and callee.func is not None:
+            fsrc, fn = callee.func
+            bound = callee.attrs.get("__self__")
+            if bound is not None:
+                return self.inline(fsrc, fn, [bound, *args], kwargs, e, caller_src=src, bound_self=True)
+            return self.inline(fsrc, fn, args, kwargs, e, caller_src=src)
+        if callee.kind == "class" and callee.cls is not None:
+            return self.construct(callee, args, kwargs, e, src)
+        if callee.kind == "struct":
+            return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
+        if (isinstance(e.func, ast.Name) and e.func.id == "len" and callee.kind == "unknown" and len(args) == 1
+                and args[0].kind == "list" and args[0].length is not None):
+            return self.new("len()", "int", value=args[0].length)
+        if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
+            return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
+        return self.opaque_call(e, args, kwargs, src)
+
+    def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
+        arrays = [v for v in [*args, *kwargs.values()] if v.buf is not None]
+        if arrays:
+            self.emit("call", e, src, reads=[v.buf for v in arrays if v.buf is not None],
+                      detail={"callee": _callee_name(e.func)})
+        return self.new(_callee_name(e.func) + "()")
+
+    def construct(self, cls_val: Val, args: list[Val], kwargs: dict[str, Val], e: ast.Call,
+                  src: SourceFile) -> Val:
+        assert cls_val.cls is not None
+        csrc, cnode = cls_val.cls
+        obj = self.new(cls_val.label + "()", "object", cls=cls_val.cls, fresh=True)
+        found = self.find_method((csrc, cnode), "__init__")
+        if found is not None:
+            self.inline(found[0], found[1], [obj, *args], kwargs, e, caller_src=src, bound_self=True)
+        return obj
+
+    def grad_receiver(self, recv: ast.expr, frame: _Frame) -> Val | None:
+        """The gradient ``recv`` names without reading it: ``x.grad``, ``tape.gradients[x]``, a local."""
+        owner_node = grad_owner(recv)
+        if owner_node is not None:
+            return self.attr(self.eval(owner_node, frame), "grad")
+        return frame.locals.get(recv.id) if isinstance(recv, ast.Name) else None
+
+    def method_call(self, e: ast.Call, frame: _Frame) -> Val:
+        src = frame.src
+        assert isinstance(e.func, ast.Attribute)
+        name = e.func.attr
+        recv_node = e.func.value
+        # x.grad.zero_() / tape.gradients[x].fill_() / g.zero_() on a local bound to a gradient
+        grad = self.grad_receiver(recv_node, frame) if name in ("zero_", "fill_", "assign") else None
+        if grad is not None and grad.buf is not None and grad.buf.grad_of is not None:
+            args = [self.eval(a, frame) for a in e.args]
+            reads = [self.buffer(a) for a in args if a.buf is not None]
+            self.emit("grad_zero", e, src, writes=[grad.buf], reads=reads,
+                      names={grad.id: _text(recv_node)}, detail={"owner": grad.buf.grad_of.id, "method": name})
+            return self.new("None", "const")
+        if _is_super(recv_node) and frame.self_val is not None and frame.fn is not None:
+            found = self.super_method(frame, name)
+            if found is not None:
+                args = [self.eval(a, frame) for a in e.args]
+                kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+                return self.inline(found[0], found[1], [frame.self_val, *args], kwargs, e, caller_src=src,
+                                   bound_self=True)
+        recv = self.eval(recv_node, frame)
+        if recv.kind == "lib" and isinstance(recv.value, str):
+            return self.library_call(f"{recv.value}.{name}", e, frame)
+        if recv.lib_cls is not None and self.library is not None:
+            return self.library_method(recv, name, e, frame)
+        args = [self.eval(a, frame) for a in e.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
+        recv_name = _text(recv_node)
+        if recv.kind == "tape" and recv.tape is not None:
+            kind = {"backward": "backward", "zero": "tape_zero", "reset": "tape_reset"}.get(name)
+            if kind is not None:
+                reads = []
+                names = {}
+                loss = e.args[0] if e.args else next((k.value for k in e.keywords if k.arg == "loss"), None)
+                grads = next((k.value for k in e.keywords if k.arg == "grads"), None)
+                if loss is not None:
+                    lv = self.eval(loss, frame)
+                    reads.append(self.buffer(lv))
+                    names[lv.id] = _text(loss)
+                self.emit(kind, e, src, tape=recv.tape, reads=reads, names=names,  # type: ignore[arg-type]
+                          detail={"loss": _text(loss) if loss is not None else None,
+                                  "grads": grads is not None, "tape_name": recv_name})
+            return self.new(f"{recv_name}.{name}()")
+        if name in ("zero_", "fill_") and recv.kind not in ("list", "tape", "object", "class", "module"):
+            buf = self.buffer(recv)
+            self.emit("zero" if name == "zero_" else "fill", e, src, writes=[buf], names={buf.id: recv_name})
+            return self.new("None", "const")
+        if name == "assign" and args and recv.kind not in ("list", "tape", "class", "module"):
+            buf = self.buffer(recv)
+            srcs = [self.buffer(a) for a in args[:1] if a.kind not in ("int", "const")]
+            names = {buf.id: recv_name}
+            if srcs:
+                names[srcs[0].id] = _text(e.args[0])
+            self.emit("assign", e, src, writes=[buf], reads=srcs, names=names)
+            return self.new("None", "const")
+        if name in ("flatten", "reshape", "view") and recv.buf is not None and recv.kind == "array":
+            v = self.new(f"{recv_name}.{name}()", "array")
+            v.buf = Buffer(v.id, v.label, view_of=recv.buf, requires_grad=recv.buf.requires_grad)
+            return v
+        if name == "numpy" and recv.buf is not None:
+            v = self.new(f"{recv_name}.numpy()")
+            v.attrs["__host_of__"] = recv
+            return v
+        if name == "append" and recv.kind == "list" and args:
+            recv.items[str(len(recv.items))] = args[0]
+            if recv.length is not None:
+                recv.length += 1
+            return self.new("None", "const")
+        # project method
+        if recv.kind == "object" and recv.cls is not None:
+            found = self.find_method(recv.cls, name)
+            if found is not None:
+                return self.inline(found[0], found[1], [recv, *args], kwargs, e, caller_src=src, bound_self=True)
+        if recv.kind == "class" and recv.cls is not None:
+            found = self.find_method(recv.cls, name)
+            if found is not None:
+                return self.inline(found[0], found[1], args, kwargs, e, caller_src=src)
+        if recv.kind == "module" and recv.module is not None:
+            target = self.attr(recv, name)
+            if target.kind == "func" and target.func is not None:
+                return self.inline(target.func[0], target.func[1], args, kwargs, e, caller_src=src)
+            if target.kind == "class" and target.cls is not None:
+                return self.construct(target, args, kwargs, e, src)
+            return self.opaque_call(e, args, kwargs, src)
+        if recv.kind == "unknown" and not recv.attrs.get(name) and not recv.external:
+            candidates = self.method_index.get(name, [])
+            if len(candidates) == 1 and not name.startswith("__") and recv.buf is None:
+                csrc, cnode, fn = candidates[0]
+                recv.kind = "object"
+                recv.cls = (csrc, cnode)
+                return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
+        out = self.opaque_call(e, args, kwargs, src)
+        if recv.external:  # a method of something a library made (``model.state()``)
+            out.external, out.grad_enabled = True, recv.grad_enabled or _asks_for_grad(e)
+        return out
+
+    def find_method(self, cls: tuple[SourceFile, ast.ClassDef], name: str,
+                    depth: int = 0) -> tuple[SourceFile, ast.FunctionDef] | None:
+        """``name`` defined in the class or, first found, in its bases (project or library classes)."""
+        src, node = cls
+        fn = _find_method(node, name)
+        if fn is not None:
+            return src, fn
+        if depth > 8:
+            return None
+        for base in self.bases(src, node):
+            hit = self.find_method(base, name, depth + 1)
+            if hit is not None:
+                return hit
+        return None
+
+    def bases(self, src: SourceFile, node: ast.ClassDef) -> list[tuple[SourceFile, ast.ClassDef]]:
+        """The class's base classes that the interpreter can resolve (project or library)."""
+        out = []
+        for base in node.bases:
+            saved = self.events
+            self.events = []
+            try:
+                bv = self.eval(base, _Frame(src, self.module_globals(src)))
+            except (_Return, _Budget, _CallBudget, RecursionError):
+                continue
+            finally:
+                self.events = saved
+            if bv.kind == "class" and bv.cls is not None and bv.cls[1] is not node:
+                out.append(bv.cls)
+        return out
+
+    def super_method(self, frame: _Frame, name: str) -> tuple[SourceFile, ast.FunctionDef] | None:
+        """``super().name``: ``name`` in the bases of the class that defines the running method."""
+        cls = frame.src.parents.get(id(frame.fn))
+        if not isinstance(cls, ast.ClassDef):
+            return None
+        for base in self.bases(frame.src, cls):
+            hit = self.find_method(base, name)
+            if hit is not None:
+                return hit
+        return None
+
+
+    def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
+               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
+        if (
+            id(fn) in self.func_stack
+            or len(self.func_stack) >= MAX_DEPTH
+            or (id(fn) not in self.effectful and not self.follow_all)
+            or id(fn) in self.too_costly
+        ):
+            return self.new(fn.name + "()")
+        self.inlined.add(id(fn))
+        frame = _Frame(fsrc, {}, fn=fn)
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        defaults = fn.args.defaults
+        n_no_default = len(params) - len(defaults)
+        for i, p in enumerate(params):
+            if i < len(args):
+                frame.locals[p.arg] = args[i]
+            elif p.arg in kwargs:
+                frame.locals[p.arg] = kwargs[p.arg]
+            elif i >= n_no_default:
+                frame.locals[p.arg] = self.eval(defaults[i - n_no_default], _Frame(fsrc, {}))
+            else:
+                frame.locals[p.arg] = self.new(p.arg)
+        for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+            frame.locals[p.arg] = kwargs.get(p.arg) or (self.eval(d, _Frame(fsrc, {})) if d else self.new(p.arg))
+        if fn.args.vararg:
+            rest = self.new(fn.args.vararg.arg, "list")
+            for j, a in enumerate(args[len(params):]):
+                rest.items[str(j)] = a
+            frame.locals[fn.args.vararg.arg] = rest
+        if fn.args.kwarg:
+            frame.locals[fn.args.kwarg.arg] = self.new(fn.args.kwarg.arg)
+        if bound_self and args:
+            frame.self_val = args[0]
+        self.func_stack.append(id(fn))
+        self.call_stack.append(self.span_of(caller_src or fsrc, site))
+        limit = self.steps + CALL_STEPS
+        self.call_limits.append(min(limit, self.call_limits[-1]) if self.call_limits else limit)
+        try:
+            self.block(fn.body, frame)
+        except _Return:
+            pass
+        except _CallBudget:
+            if self.steps <= limit:  # an enclosing call's budget ran out, not this one's
+                raise
+            # Too costly to follow (a model builder, a solver setup): the rest of this call and
+            # every later call of the function are opaque, so the caller's own code is still seen.
+            self.too_costly.add(id(fn))
+            frame.returned = None
+        finally:
+            self.func_stack.pop()
+            self.call_stack.pop()
+            self.call_limits.pop()
+        return frame.returned or self.new(fn.name + "()")

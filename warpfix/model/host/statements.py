@@ -1,0 +1,375 @@
+"""Host statements: assignments, loops, branches, with-blocks and the tape scopes they open."""
+
+from __future__ import annotations
+
+import ast
+
+from warpfix.model.facts import Loop, TapeScope
+from warpfix.model.host.limits import LOOP_UNROLL, MAX_PERIOD, MAX_STEPS, MAX_UNROLLED_LOOPS
+from warpfix.model.host.syntax import (
+    _binop,
+    _is_contextmanager,
+    _is_enumerate,
+    _is_main_guard,
+    _is_place,
+    _passes,
+    _text,
+    _truthy,
+)
+from warpfix.model.host.values import Val, _Budget, _CallBudget, _Frame, _normalise_index, _Return
+from warpfix.model.source import SourceFile
+
+
+class Statements:
+    """Statements of :class:`~warpfix.model.host.interpreter.HostInterpreter` (a mixin)."""
+
+    # ------------------------------------------------------------------ statements
+    def block(self, body: list[ast.stmt], frame: _Frame, module_level: bool = False) -> None:
+        for stmt in body:
+            try:
+                self.stmt(stmt, frame, module_level)
+            except _Return:
+                raise
+            except _Budget:
+                raise
+            except RecursionError:
+                raise _Budget from None
+
+    def stmt(self, s: ast.stmt, frame: _Frame, module_level: bool = False) -> None:
+        src = frame.src
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Budget
+        if self.call_limits and self.steps > self.call_limits[-1]:
+            raise _CallBudget
+        if isinstance(s, ast.Assign):
+            value = self.eval(s.value, frame)
+            for t in s.targets:
+                self.assign(t, value, s.value, frame, s)
+        elif isinstance(s, ast.AnnAssign):
+            if s.value is not None:
+                self.assign(s.target, self.eval(s.value, frame), s.value, frame, s)
+        elif isinstance(s, ast.AugAssign):
+            cur = self.eval(s.target, frame)
+            rhs = self.eval(s.value, frame)
+            if cur.kind == "int" and rhs.kind == "int":
+                new = _binop(s.op, cur.value, rhs.value)
+                if new is not None:
+                    self.assign(s.target, self.new(_text(s.target), "int", value=new), s.value, frame, s)
+        elif isinstance(s, ast.Expr):
+            self.eval(s.value, frame)
+        elif isinstance(s, ast.Return):
+            frame.returned = self.eval(s.value, frame) if s.value is not None else self.new("None", "const")
+            raise _Return
+        elif isinstance(s, ast.If):
+            if module_level and _is_main_guard(s.test):
+                self.block(s.body, frame, module_level)
+                return
+            known = self.same_buffer_test(s.test, frame)
+            if known is None:
+                known = self.known_flag(s.test, frame)
+            if known is not None:  # ``if requires_grad:`` inside ``for requires_grad in (False, True)``
+                self.block(s.body if known else s.orelse, frame, module_level)
+                return
+            self.eval(s.test, frame)
+            if_id = next(self.ids)
+            self.if_depth[if_id] = len(self.call_stack)
+            for arm, body in ((0, s.body), (1, s.orelse)):
+                if not body:
+                    continue
+                self.branch_stack.append((if_id, arm))
+                try:
+                    self.block(body, frame, module_level)
+                except _Return:
+                    if arm == 1 or not s.orelse:
+                        self.branch_stack.pop()
+                        raise
+                finally:
+                    if self.branch_stack and self.branch_stack[-1] == (if_id, arm):
+                        self.branch_stack.pop()
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.for_loop(s, frame, module_level)
+        elif isinstance(s, ast.While):
+            self.while_loop(s, frame, module_level)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            self.with_stmt(s, frame, module_level)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.block(s.body, frame, module_level)
+            self.block(s.orelse, frame, module_level)
+            self.block(s.finalbody, frame, module_level)
+        elif isinstance(s, ast.FunctionDef):
+            if module_level and src.parents.get(id(s)) is src.tree:
+                return  # top-level definitions are resolved on first use (module_global)
+            k = self.kernels_by_file.get(src.path, {}).get(s.name)
+            if k is not None and id(k.node) == id(s):
+                frame.locals[s.name] = self.new(s.name, "kernel", kernel=k)
+            else:
+                frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
+        elif isinstance(s, ast.ClassDef):
+            if not module_level or src.parents.get(id(s)) is not src.tree:
+                frame.locals[s.name] = self.new(s.name, "class", cls=(src, s))
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            if not module_level:
+                self.local_import(s, frame)
+        elif isinstance(s, ast.Delete):
+            return
+
+    def local_import(self, s: ast.Import | ast.ImportFrom, frame: _Frame) -> None:
+        if isinstance(s, ast.ImportFrom):
+            if s.module and s.module.split(".")[0] == "warp" and s.level == 0:
+                return
+            target = self.resolve_module(frame.src, s.module or "", s.level)
+            for alias in s.names:
+                if target is not None and alias.name != "*":
+                    frame.locals[alias.asname or alias.name] = self.module_global(target, alias.name)
+
+    def assign(self, target: ast.expr, value: Val, value_node: ast.expr, frame: _Frame, stmt: ast.stmt) -> None:
+        src = frame.src
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
+                values = [value.items.get(str(i)) or self.item(value, str(i)) for i in range(len(elts))]
+                arrays = [v for v in values if v.buf is not None or v.kind in ("array", "object", "unknown")]
+                if len(arrays) >= 2 and all(
+                    isinstance(e, (ast.Name, ast.Attribute, ast.Subscript)) for e in value_node.elts
+                ):
+                    self.emit(
+                        "swap",
+                        stmt,
+                        src,
+                        reads=[self.buffer(v) for v in values],
+                        detail={"targets": [_text(e) for e in elts],
+                                "sources": [_text(e) for e in value_node.elts]},
+                    )
+                for e, v in zip(elts, values, strict=True):
+                    self.bind(e, v, frame)
+            else:
+                for i, e in enumerate(elts):
+                    if isinstance(e, ast.Starred):
+                        self.bind(e.value, self.new(_text(e.value), "list"), frame)
+                    else:
+                        self.bind(e, self.item(value, str(i)), frame)
+            return
+        if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(
+            value_node, (ast.Name, ast.Attribute, ast.Subscript)
+        ) and value.kind in ("array", "object", "unknown"):
+            self.emit(
+                "rebind",
+                stmt,
+                src,
+                reads=[self.buffer(value)],
+                names={value.id: _text(value_node)},
+                detail={"target": _text(target), "source": _text(value_node)},
+            )
+        if isinstance(target, ast.Attribute) and target.attr not in ("retain_grad", "requires_grad"):
+            owner = self.eval(target.value, frame)
+            if owner.is_struct and value.kind not in ("int", "const"):
+                sb, fb = self.buffer(owner), self.buffer(value)
+                self.emit("field_set", stmt, src, reads=[sb], writes=[fb],
+                          names={sb.id: _text(target.value), fb.id: _text(value_node)},
+                          detail={"target": _text(target), "field": target.attr})
+        if isinstance(target, ast.Attribute) and target.attr == "retain_grad" and _truthy(value_node):
+            obj = self.eval(target.value, frame)
+            buf = self.buffer(obj)
+            buf.retain_grad = src.span(stmt)
+            self.emit("retain_grad", stmt, src, reads=[buf], names={buf.id: _text(target.value)})
+        if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
+            obj = self.eval(target.value, frame)
+            if isinstance(value_node, ast.Constant) and isinstance(value_node.value, bool):
+                buf = self.buffer(obj)
+                buf.requires_grad = value_node.value
+                buf.requires_grad_explicit = True
+            return
+        if value.fresh and value.buf is not None and isinstance(target, (ast.Name, ast.Attribute)):
+            if value.buf.label == value.label:
+                value.buf.label = value.label = _text(target)
+        if isinstance(target, ast.Subscript):
+            base = self.eval(target.value, frame)
+            if base.kind == "array" or (base.buf is not None and base.kind != "list"):
+                # host write into an array's data (x.numpy()[i] = ...) is modelled at .numpy()
+                return
+        self.bind(target, value, frame)
+
+    def bind(self, target: ast.expr, value: Val, frame: _Frame) -> None:
+        if isinstance(target, ast.Name):
+            frame.locals[target.id] = value
+        elif isinstance(target, ast.Attribute):
+            obj = self.eval(target.value, frame)
+            obj.attrs[target.attr] = value
+        elif isinstance(target, ast.Subscript):
+            obj = self.eval(target.value, frame)
+            obj.items[_normalise_index(obj, self.index_key(target.slice, frame))] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, e in enumerate(target.elts):
+                self.bind(e, self.item(value, str(i)), frame)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, value, frame)
+
+    def for_loop(self, s: ast.For | ast.AsyncFor, frame: _Frame, module_level: bool) -> None:
+        src = frame.src
+        it = self.eval(s.iter, frame)
+        start, step = 0, 1
+        is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
+        run = max(LOOP_UNROLL, self.period(s, frame) + 1) if self.unroll_count() > 1 else 1
+        passes = list(range(run))
+        if is_range:
+            args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
+            if len(args) >= 2 and args[0].kind == "int":
+                start = args[0].value  # type: ignore[assignment]
+            if len(args) == 3 and args[2].kind == "int":
+                step = args[2].value  # type: ignore[assignment]
+            if args and all(a.kind == "int" for a in args):
+                try:
+                    n = len(range(*[a.value for a in args]))  # type: ignore[misc]
+                except (TypeError, ValueError):
+                    n = None
+                if n is not None:
+                    passes = _passes(n, run)
+        elif it.kind == "list" and it.length is not None:
+            passes = _passes(it.length, run)
+        elif _is_enumerate(s.iter):
+            inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
+            if inner.kind == "list" and inner.length is not None:
+                passes = _passes(inner.length, run)
+        loop_id = next(self.ids)
+        n_before = len(self.events)
+        var = s.target.id if isinstance(s.target, ast.Name) else None
+        for pass_no, k in enumerate(passes):
+            if is_range:
+                v = self.new(var or "_", "int", value=start + k * step)
+            elif _is_enumerate(s.iter):
+                inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
+                v = self.new("enum", "list")
+                v.items["0"] = self.new("i", "int", value=k)
+                v.items["1"] = self.item(inner, str(k)) if inner.kind == "list" else self.new(f"{inner.label}[{k}]")
+            elif it.kind == "list":
+                v = self.item(it, str(k))
+            else:
+                v = self.new(f"{_text(s.target)}#{k}")
+            self.bind(s.target, v, frame)
+            self.loop_stack.append((loop_id, pass_no))
+            try:
+                self.block(s.body, frame, module_level)
+            finally:
+                self.loop_stack.pop()
+        self.block(s.orelse, frame, module_level)
+        self.record_loop(loop_id, s, src, var, n_before)
+
+    def while_loop(self, s: ast.While, frame: _Frame, module_level: bool) -> None:
+        loop_id = next(self.ids)
+        n_before = len(self.events)
+        for k in range(self.unroll_count()):
+            self.eval(s.test, frame)
+            self.loop_stack.append((loop_id, k))
+            try:
+                self.block(s.body, frame, module_level)
+            finally:
+                self.loop_stack.pop()
+        self.record_loop(loop_id, s, frame.src, None, n_before)
+
+    def unroll_count(self) -> int:
+        return LOOP_UNROLL if len(self.loop_stack) < MAX_UNROLLED_LOOPS else 1
+
+    def period(self, loop: ast.For | ast.AsyncFor, frame: _Frame) -> int:
+        """The largest ``k`` (up to :data:`MAX_PERIOD`) of an ``expr % k`` in the loop's own body, ``k`` a
+        literal or a name or attribute chain holding a known int (``states[t % n]``); else 0."""
+        nodes = self.loop_nodes.get(id(loop))
+        if nodes is None:
+            nodes = self.loop_nodes[id(loop)] = [n for stmt in loop.body for n in ast.walk(stmt)]
+        found = 0
+        for node in nodes:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_place(node.right):
+                k = node.right.value if isinstance(node.right, ast.Constant) else self.eval(node.right, frame).value
+                if isinstance(k, int) and not isinstance(k, bool) and found < k <= MAX_PERIOD:
+                    found = k
+        return found
+
+    def record_loop(self, loop_id: int, node: ast.For | ast.AsyncFor | ast.While, src: SourceFile,
+                    var: str | None, n_before: int) -> None:
+        inside = self.events[n_before:]
+        self.loops[loop_id] = Loop(
+            loop_id,
+            src.span(node),
+            node,  # type: ignore[arg-type]
+            var,
+            contains_backward=any(e.kind == "backward" for e in inside),
+            contains_tape=any(e.kind == "tape_begin" for e in inside),
+        )
+
+    def with_stmt(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> None:
+        src = frame.src
+        if any(isinstance(i.context_expr, ast.Call) and src.is_warp(i.context_expr.func, "ScopedCapture")
+               for i in s.items):
+            # a graph capture records its body without running it (on CUDA and on the CPU): the work runs
+            # at ``wp.capture_launch``, which programs pair with an eager fallback the model follows
+            for item in s.items:
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, self.new(_text(item.context_expr)), frame)
+            self.captured_backward = self.captured_backward or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+                for n in ast.walk(s))
+            return
+        if len(s.items) == 1 and self.generator_with(s, frame, module_level):
+            return
+        scopes: list[TapeScope] = []
+        for item in s.items:
+            v = self.eval(item.context_expr, frame)
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, v, frame)
+            if v.kind == "tape" and v.tape is not None:
+                scope = TapeScope(v.tape, next(self.ids), src.span(s))
+                self.scope_depth[scope.instance] = len(self.call_stack)
+                self.emit("tape_begin", s, src, tape=v.tape, scope=scope)
+                self.tapes.append(scope)
+                scopes.append(scope)
+        try:
+            self.block(s.body, frame, module_level)
+        finally:
+            for scope in reversed(scopes):
+                self.tapes.remove(scope)
+                end_node = s.body[-1] if s.body else s
+                self.emit("tape_end", end_node, src, tape=scope.tape, scope=scope)
+
+    def generator_with(self, s: ast.With | ast.AsyncWith, frame: _Frame, module_level: bool) -> bool:
+        """``with helper() as tape:`` on a project ``@contextmanager``: the generator runs up to its
+        ``yield``, the with-body runs there (inside whatever tape scope the generator opened, bound to
+        the yielded value), then the generator's rest. False when the item is not such a call."""
+        call = s.items[0].context_expr
+        if not isinstance(call, ast.Call):
+            return False
+        callee = self.eval(call.func, frame)
+        if callee.kind != "func" or callee.func is None or not _is_contextmanager(*callee.func):
+            return False
+        fsrc, fn = callee.func
+        args = [self.eval(a, frame) for a in call.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in call.keywords if kw.arg}
+        target = s.items[0].optional_vars
+        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
+        ran: list[BaseException | None] = []
+
+        def body(value: Val) -> None:
+            if ran:
+                return
+            ran.append(None)
+            if target is not None:
+                self.bind(target, value, frame)
+            saved, self.call_limits = self.call_limits, outer_limits
+            try:
+                self.block(s.body, frame, module_level)
+            except _Return as ret:  # the caller's ``return``: after the generator has finished
+                ran[0] = ret
+            finally:
+                self.call_limits = saved
+
+        self.yield_handlers.append((id(fn), body))
+        try:
+            bound = callee.attrs.get("__self__")
+            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
+                        bound_self=bound is not None)
+        finally:
+            self.yield_handlers.pop()
+        if not ran:  # the generator was not followed to its yield: the body still runs
+            body(self.new(_text(call)))
+        if ran[0] is not None:
+            raise ran[0]
+        return True
