@@ -35,6 +35,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from warpfix.verify.records import NO_LEAF_ERROR
 from warpfix.verify.sketch import change
 
 #: runtime checks that a recorded array kept its values until its backward (mutated-after-record, the
@@ -114,8 +115,7 @@ def _no_leaf_reached(report: Any) -> bool:
     """The program ran its backwards, but none reached a leaf parameter (a tape made per frame whose last
     recording, the one backward-ed, reads no parameter: a truncation): FD could not judge, which an edit
     may mend (verdict "none"), not a program that cannot be verified."""
-    return bool(report.backwards) and not any(b.params for b in report.backwards) and str(report.error).startswith(
-        "no backward had a leaf parameter")
+    return bool(report.backwards) and not any(b.params for b in report.backwards) and str(report.error).startswith(NO_LEAF_ERROR)
 
 
 def _backward_verdict(verdicts: Sequence[str]) -> str:

@@ -52,6 +52,7 @@ from .fd import FiniteDifferences
 from .flag_trust import FlagTrust
 from .leftovers import Leftovers
 from .records import (
+    NO_LEAF_ERROR,
     ArrayInfo,
     BackwardRecord,
     Objective,
@@ -1236,7 +1237,7 @@ class Tracer(FiniteDifferences):
                 "cap": f"no tape.backward within the first {len(self.ops)} operations",
             }.get(why)
         if self.error is None and self.backwards and not any(b["params"] for b in self.backwards):
-            self.error = "no backward had a leaf parameter to compare: " + "; ".join(
+            self.error = f"{NO_LEAF_ERROR}: " + "; ".join(
                 f"{b['site']}: {b.get('note', '')}" for b in self.backwards
             )
         if self.backwards and self.error is None:

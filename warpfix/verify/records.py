@@ -11,6 +11,10 @@ from typing import Any
 
 import numpy as np
 
+#: how the probe's error begins when every backward ran but none read a leaf parameter (a tape made per
+#: frame whose last recording reads none): the acceptance reads it as "FD could not judge"
+NO_LEAF_ERROR = "no backward had a leaf parameter to compare"
+
 
 @dataclass(eq=False)
 class ArrayInfo:
