@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import RESET_KINDS, event_modifies, event_overwrites, event_value_reads, tape_ids
+from warpfix.model.hazards import event_modifies, event_overwrites, event_value_reads, tape_ids
+from warpfix.model.tapeflow import RESET_KINDS, forget_reset_tape
 
 #: events that may access an array's contents (rebindings, allocations and gradient handling do not)
 _ACCESS_KINDS = ("launch", "copy", "clone", "assign", "zero", "fill", "host_write", "call", "field_set")
@@ -172,11 +173,7 @@ def _unstored_runs(trace: Trace) -> dict[tuple[Span, str | None], Event]:
     out: dict[tuple[Span, str | None], Event] = {}
     stored: dict[int, set[int]] = {}  # tape -> buffers a recorded store wrote since its last reset
     for ev in trace.events:
-        if ev.kind in RESET_KINDS:
-            if ev.tape is None:
-                stored.clear()
-            else:
-                stored.pop(ev.tape, None)
+        if forget_reset_tape(ev, stored):
             continue
         if not ev.recorded:
             continue
