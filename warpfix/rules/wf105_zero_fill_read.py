@@ -15,7 +15,6 @@ from warpfix.rules.base import Example, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
-    from warpfix.model.facts import Trace
 
 
 class ZeroFillRead(HazardRule):
@@ -144,19 +143,18 @@ class Sim:
         # span -> (the first finding there, the snapshot sites of every hazard there, the first refusal)
         self._found: dict[Span, tuple[Finding, list[list[object]], str | None]] = {}
 
-    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
-        for hz in self._hazards.of_trace(project, trace):
-            self.note(hz)
-        return iter(())
-
     def check_project(self, project: Project) -> Iterator[Finding]:
         """Every finding, once all hazards at its reset are known: one code edit serves them all, so
         the snapshot is offered only when it is exact for each."""
-        for hz in self._hazards.rest():
-            self.note(hz)
+        yield from super().check_project(project)  # notes the untaped hazards
         for finding, sites, refused in self._found.values():
             extra = {"snapshot_refused": refused} if refused else {"snapshot": sites}
             yield dataclasses.replace(finding, data={**finding.data, **extra})
+
+    def report(self, hz: Hazard) -> Iterator[Finding]:
+        """Notes the hazard; its finding is reported by :meth:`check_project`."""
+        self.note(hz)
+        return iter(())
 
     def note(self, hz: Hazard) -> None:
         ev = hz.write.event
