@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -379,21 +380,30 @@ class FiniteDifferences:
             self.add_finding("WF904", path, line, msg, ("WF904", path, line, info.name), param=info.name)
 
 
+def _from_leaf(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> Iterator[tuple[Op, list[ArrayInfo], list[Any]]]:
+    """Each operation of the replay from the leaf's first perturbation on, with its reads that hold values
+    computed from ``leaf`` and the memory spans holding such values before it (what it writes from such a
+    read joins them after)."""
+    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
+    tainted = [leaf.span]
+    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
+        hit = [r for r in op.reads if r is leaf or any(overlap(r.span, span) for span in tainted)]
+        yield op, hit, tainted
+        if hit:
+            tainted += [w.span for w in op.writes if w.span is not None]
+
+
 def put_back_downstream(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> ArrayInfo | None:
     """The first array a replay puts back (``plan.resets``), with contents other than zeros, over memory holding
     values computed from ``leaf`` by then: the replay cuts the leaf's influence there, so its FD is not the FD
     of the program's loss."""
     if not plan.resets:
         return None
-    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
-    tainted = [leaf.span]
-    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
+    for op, _, tainted in _from_leaf(ops, plan, leaf):
         for info in plan.resets.get(op.index, ()):
             zeroed = not np.any(info.snap.numpy())  # the program cleared it (a buffer lent again): a constant
             if not zeroed and any(overlap(info.span, span) for span in tainted):
                 return info
-        if any(r is leaf or any(overlap(r.span, span) for span in tainted) for r in op.reads):
-            tainted += [w.span for w in op.writes if w.span is not None]
     return None
 
 
@@ -401,22 +411,18 @@ def held_constant(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> tuple[Arr
     """An array without a gradient that a taped operation reads and an untaped one computed from ``leaf``
     (with that untaped operation): the program's tape treats values that depend on the leaf as constants,
     so the objective's FD and autodiff differentiate different functions."""
-    starts = [at for at, infos in plan.leaves_at.items() if leaf in infos]
-    tainted = [leaf.span]
     untaped: list[tuple[ArrayInfo, Op]] = []  # leaf-dependent arrays written outside any tape, by whom
-    for op in ops[min(starts, default=plan.start) : plan.n_ops]:
-        hit = [r for r in op.reads if r is leaf or any(overlap(r.span, span) for span in tainted)]
+    for op, hit, _ in _from_leaf(ops, plan, leaf):
         if not hit:
             continue
-        if op.tape is not None:
-            for r in hit:
-                if r.arr is not None and not r.arr.requires_grad:
-                    writer = next((o for a, o in reversed(untaped) if a is r or overlap(a.span, r.span)), None)
-                    if writer is not None:
-                        return r, writer
-        else:
+        if op.tape is None:
             untaped += [(w, op) for w in op.writes]
-        tainted += [w.span for w in op.writes if w.span is not None]
+            continue
+        for r in hit:
+            if r.arr is not None and not r.arr.requires_grad:
+                writer = next((o for a, o in reversed(untaped) if a is r or overlap(a.span, r.span)), None)
+                if writer is not None:
+                    return r, writer
     return None
 
 
