@@ -26,7 +26,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-from codemods._base import FindingCommand, call_name
+from codemods._base import FindingCommand, is_warp_call
 from codemods.wf601_hoist import HoistWindowTape
 from warpfix.finding import Finding
 
@@ -82,7 +82,7 @@ class OneTapeOverPasses(FindingCommand):
         assign = stmt.body[0]
         return (
             isinstance(assign, cst.Assign) and len(assign.targets) == 1 and self.code(assign.targets[0].target) == tape
-            and isinstance(assign.value, cst.Call) and call_name(assign.value) == "Tape" and not assign.value.args
+            and is_warp_call(assign.value, "Tape") and not assign.value.args
         )
 
     def _rebinds(self, root: cst.CSTNode, tape: str) -> int:
