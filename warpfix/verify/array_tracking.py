@@ -9,10 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import (
-    ArrayInfo,
-    digest,
-)
+from .records import ArrayInfo, digest
 from .spans import SpanIndex, mem_range
 
 

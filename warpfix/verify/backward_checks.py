@@ -9,15 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import (
-    ArrayInfo,
-    BackwardRecord,
-    Objective,
-    Op,
-    digest,
-    family,
-    flat,
-)
+from .records import ArrayInfo, BackwardRecord, Objective, Op, digest, family, flat
 from .spans import overlap
 
 #: ... or this many backward calls.

@@ -7,9 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import (
-    ProbeGraph,
-)
+from .records import ProbeGraph
 
 
 class LaunchHooks:

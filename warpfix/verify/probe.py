@@ -42,9 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from . import program_sites
-
 # relative imports only: this package is also copied alone onto the program's PYTHONPATH
+from . import program_sites
 from .adjoint import check_custom_adjoints
 from .adjoint import install_hook as install_adjoint_hook
 from .array_tracking import ArrayTracking
