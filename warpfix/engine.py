@@ -18,7 +18,7 @@ from warpfix import __version__
 from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
-from warpfix.model import Project, SourceFile, build_project, module_name_for
+from warpfix.model import Project, SourceFile, build_project, gc_frozen, module_name_for
 from warpfix.model.project_files import mentions_warp, model_texts
 from warpfix.model.taped import mark_taped, paths_context_records
 from warpfix.model.trace_summary import TraceSummary
@@ -293,11 +293,8 @@ def _frozen_between_rules() -> Iterator[None]:
     """Keep the collector for the garbage rules make, but not rescanning the model: the objects
     alive before the rules, and after the pass over the traces, move to the permanent generation
     (``gc.freeze``), and back at the end."""
-    gc.freeze()
-    try:
+    with gc_frozen():
         yield
-    finally:
-        gc.unfreeze()
 
 
 @contextmanager
