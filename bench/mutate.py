@@ -38,7 +38,8 @@ objective is computed once from the last state (ball, cloth, soft_body, spring_c
 fluid programs), a per-frame backward would need a new per-frame objective, a forward change, so
 that shape is not planted there. The recorder's first backward is then the first frame's, and
 drone's seed (``grad.fill_``, no ``loss=``) records no loss, so its kept mutants rest on the
-gradient difference alone.
+gradient difference alone. Elsewhere a hand-seeded backward's forward value is the contents of the
+arrays it was seeded through (the recorder's ``"seeded"``), compared like a loss.
 WF801 has an operator, but none of the programs has a ``@wp.func_grad``.
 """
 
@@ -179,9 +180,16 @@ def _max_diff(grad: np.ndarray, pool: list[np.ndarray]) -> float:
     return min(diffs) if diffs else float("inf")
 
 
-def first_loss_equal(want: Record, got: Record) -> bool:
-    a, b = want[0]["loss"], got[0]["loss"]
+def _values_equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
+
+
+def first_loss_equal(want: Record, got: Record, seeded: bool = True) -> bool:
+    """The first backward's loss is bit for bit ``want``'s and, with ``seeded``, so are the values of the
+    arrays a hand-seeded backward (no ``loss=``) starts from: such a program's forward value."""
+    if not _values_equal(want[0]["loss"], got[0]["loss"]):
+        return False
+    return not seeded or _values_equal(want[0].get("seeded", []), got[0].get("seeded", []))
 
 
 def first_gradient_diff(want: Record, got: Record) -> str:
@@ -195,8 +203,10 @@ def compare(want: Record, got: Record) -> str:
     if len(want) != len(got):
         return f"{len(got)} backwards recorded, the original has {len(want)}"
     for n, (w, g) in enumerate(zip(want, got, strict=True), 1):
-        if len(w["loss"]) != len(g["loss"]) or not all(_close(x, y) for x, y in zip(w["loss"], g["loss"], strict=True)):
-            return f"loss of backward {n} differs"
+        for part in ("loss", "seeded"):
+            a, b = w.get(part, []), g.get(part, [])
+            if len(a) != len(b) or not all(_close(x, y) for x, y in zip(a, b, strict=True)):
+                return f"loss of backward {n} differs" if part == "loss" else f"seeded values of backward {n} differ"
         why = _leaves_match(w["leaves"], g["leaves"])
         if why:
             return f"backward {n}: {why}"
@@ -374,7 +384,9 @@ class Bench:
         if record is None:
             outcome.status, outcome.detail = "crash", why
             return outcome
-        forward_changed = not first_loss_equal(original, record)
+        # a mutant that moves the backward into the frame loop records its first backward earlier, when
+        # the seeded arrays are only partly written: their values there say nothing of the forward
+        forward_changed = not first_loss_equal(original, record, seeded=not op.moves_backward)
         # a changed forward changes the recorded losses: its gradient is judged on the leaves alone
         diff = first_gradient_diff(original, record) if forward_changed else compare(original, record)
         if not diff:

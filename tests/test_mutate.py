@@ -303,6 +303,17 @@ def test_first_loss_must_be_bit_identical() -> None:
     assert not bench.first_loss_equal(record([0.0], loss=0.1), record([0.0], loss=0.1 + 1e-15))
 
 
+def test_a_hand_seeded_forward_is_compared_by_its_seeded_values() -> None:
+    """drone and fluid_checkpoint_cb seed with ``.grad.fill_`` and record no loss: their forward value is
+    the seeded arrays' contents, or a mutant whose forward changed (drone 11.44 -> 16.50) is kept."""
+    want = [{"loss": [], "leaves": {"k": [np.array([1.0])]}, "seeded": [np.array([11.44])]}]
+    other = [{**want[0], "seeded": [np.array([16.50])]}]
+    assert bench.first_loss_equal(want, want)
+    assert not bench.first_loss_equal(want, other)
+    assert bench.first_loss_equal(want, other, seeded=False)  # a backward moved into the frame loop
+    assert "seeded values" in bench.compare(want, other)
+
+
 def test_a_change_in_the_retained_arrays_own_gradient_only_is_not_kept() -> None:
     """WF501 is retain_grad on an array written more than once (its adjoints counted twice upstream);
     on an array written once only its own .grad changes, and the bench must not keep that."""
@@ -353,6 +364,44 @@ def test_recorder_sees_loss_and_leaf_gradients_of_each_backward(tmp_path: Path) 
     assert grads0[0].tolist() == [2.0, 4.0, 6.0]
     assert grads1[0].tolist() == [4.0, 8.0, 12.0]
     assert "differs" in bench.compare(got[:1] + got[:1], got)
+
+
+SEEDED = textwrap.dedent(
+    """\
+    import sys
+    import warp as wp
+
+
+    @wp.kernel
+    def cost(x: wp.array(dtype=float), scale: float, out: wp.array(dtype=float)):
+        i = wp.tid()
+        y = x[i] * scale
+        out[i] = y * y
+
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True)
+    out = wp.zeros(3, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(cost, dim=3, inputs=[x, float(sys.argv[1])], outputs=[out])
+    out.grad.fill_(1.0)
+    tape.backward()
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_keeps_the_values_a_hand_seeded_backward_starts_from(tmp_path: Path) -> None:
+    (tmp_path / "seeded.py").write_text(SEEDED)
+    got, why = bench.run_recorded(tmp_path, bench.Program("seeded", tmp_path / "seeded.py", ("1.0",)), timeout=300)
+    assert got is not None, why
+    assert got[0]["loss"] == []
+    assert [v.tolist() for v in got[0]["seeded"]] == [[1.0, 4.0, 9.0]]
+    (grads,) = got[0]["leaves"].values()
+    assert grads[0].tolist() == [2.0, 4.0, 6.0]
+    changed, why = bench.run_recorded(tmp_path, bench.Program("seeded", tmp_path / "seeded.py", ("2.0",)), timeout=300)
+    assert changed is not None, why
+    assert not bench.first_loss_equal(got, changed)
 
 
 CAPTURED = textwrap.dedent(

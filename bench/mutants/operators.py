@@ -183,6 +183,7 @@ class Operator:
     accepts: frozenset[str] = frozenset()
     description = ""
     mark_last = False  # the bug is the last line of the changed chunk (a statement split in two)
+    moves_backward = False  # the mutant's first backward runs earlier in the program than the original's
 
     def transformer(self, module: cst.Module, target: int) -> SiteTransformer:
         raise NotImplementedError

@@ -231,4 +231,5 @@ class PerFrameTape(_FrameOperator):
 class PerWindowBackward(_FrameOperator):
     name = "per-window-backward"
     per_window = True
+    moves_backward = True
     description = "a new tape and a backward per frame, the parameters' gradients summed across frames"

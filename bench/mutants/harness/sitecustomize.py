@@ -10,6 +10,13 @@ forward values agree, whatever their buffers are called; the keys of leaves that
 ``retain_grad`` are kept beside them (``"retained"``). After the last recorded backward the
 record is pickled and the process exits (the rest of the run cannot change what was recorded).
 
+A backward with neither ``loss=`` nor ``grads=`` (seeded by hand: ``cost.grad.fill_(1.0)``, a
+manual adjoint launch) has no loss to record; its forward value is then the contents of the arrays
+it was seeded through (``"seeded"``): those a recorded launch writes and none reads, whose gradient
+is non-zero when the backward starts (only a seed gives such an array a gradient; the backward
+zeroes it), sorted by content. Inside a capture the gradients at the graph's backward are not
+known: there every array with ``requires_grad`` that a recorded launch writes and none reads counts.
+
 A backward inside a ``wp.ScopedCapture`` block runs nothing (on the CPU too, a capture only records
 work into a graph): it is recorded after each ``wp.capture_launch`` of that graph, when the graph
 has run it, its leaves keyed by their contents before the launch. The program keeps its own
@@ -117,17 +124,39 @@ def _install() -> None:
                 retained.append(name)
         return found, retained
 
+    def seeded(tape: wp.Tape, by_grad: bool) -> list[wp.array]:
+        """The arrays a hand-seeded backward starts from (see the module docstring)."""
+        read: list = []
+        written: list = []
+        for launch in tape.launches:
+            if isinstance(launch, (list, tuple)) and len(launch) >= 5:
+                arrays_in(launch[3], read)
+                arrays_in(launch[4], written)
+        reads = {id(a) for a in read}
+        found: dict[int, wp.array] = {}
+        for arr in written:
+            if id(arr) in reads or not arr.requires_grad or arr.grad is None:
+                continue
+            if not by_grad or np.any(arr.grad.numpy()):
+                found.setdefault(id(arr), arr)
+        return sorted(found.values(), key=key)
+
     def dump() -> None:
         with open(RECORD, "wb") as f:
             pickle.dump(records, f)
 
-    def note(tape: wp.Tape, seeds: list, keys: dict[int, str] | None = None) -> None:
+    def values(arrays: list) -> list[np.ndarray]:
+        return [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in arrays]
+
+    def note(tape: wp.Tape, seeds: list, keys: dict[int, str] | None = None, by_hand: list | None = None) -> None:
         if len(records) >= limit:
             return
         wp.synchronize()
-        values = [np.array(a.numpy(), dtype=np.float64).reshape(-1) for a in seeds]
         found, retained = leaves(tape, seeds, keys)
-        records.append({"loss": values, "leaves": found, "retained": retained})
+        if by_hand is None:
+            by_hand = [] if seeds else seeded(tape, by_grad=False)
+        record = {"loss": values(seeds), "leaves": found, "retained": retained, "seeded": values(by_hand)}
+        records.append(record)
         dump()
         if len(records) >= limit:
             sys.stdout.flush()
@@ -137,12 +166,14 @@ def _install() -> None:
     original = wp.Tape.backward
 
     def backward(self: wp.Tape, loss: wp.array | None = None, grads: dict | None = None) -> None:
-        original(self, loss=loss, grads=grads)
         seeds = [loss] if loss is not None else list(grads or {})
-        if capture["open"] is not None:
+        captured = capture["open"] is not None
+        by_hand = [] if seeds or captured or len(records) >= limit else seeded(self, by_grad=True)
+        original(self, loss=loss, grads=grads)
+        if captured:
             capture["open"].append((self, seeds))
         else:
-            note(self, seeds)
+            note(self, seeds, by_hand=by_hand)
 
     wp.Tape.backward = backward
     dump()
