@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 from warpfix.finding import Span
 from warpfix.model.facts import Event, KernelDef, Trace
-from warpfix.model.hazards import event_value_reads, overwritten_params, tape_ids
 from warpfix.model.tapeflow import forget_reset_tape
+from warpfix.model.value_reads import event_value_reads, overwritten_params, tape_ids
 
 _ARRAY_OPS = ("launch", "copy", "assign", "clone", "zero", "fill", "host_write", "call")
 

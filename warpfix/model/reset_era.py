@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import event_modifies, event_overwrites, event_value_reads, tape_ids
 from warpfix.model.tapeflow import RESET_KINDS, forget_reset_tape
+from warpfix.model.value_reads import event_modifies, event_overwrites, event_value_reads, tape_ids
 
 #: events that may access an array's contents (rebindings, allocations and gradient handling do not)
 _ACCESS_KINDS = ("launch", "copy", "clone", "assign", "zero", "fill", "host_write", "call", "field_set")

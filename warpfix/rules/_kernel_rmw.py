@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, Span
 from warpfix.model.facts import KernelDef, Trace
-from warpfix.model.hazards import Hazard, HazardStream, read_related, rmw_params, value_sensitive_params
+from warpfix.model.hazards import Hazard, HazardStream, read_related
 from warpfix.model.kernel_flow import integer_array_text, integer_rmw_reaches_gradient
 from warpfix.model.reach import tape_reach
+from warpfix.model.value_reads import rmw_params, value_sensitive_params
 from warpfix.rules.base import Rule
 
 if TYPE_CHECKING:

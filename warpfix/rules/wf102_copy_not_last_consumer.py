@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import event_value_reads, tape_ids, unresolved_element
+from warpfix.model.hazards import unresolved_element
 from warpfix.model.tapeflow import forget_reset_tape
+from warpfix.model.value_reads import event_value_reads, tape_ids
 from warpfix.rules._overwrite_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
 

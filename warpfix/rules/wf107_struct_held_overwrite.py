@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.hazards import hazard_data, read_related, rmw_store_spans
+from warpfix.model.hazards import hazard_data, read_related
+from warpfix.model.value_reads import rmw_store_spans
 from warpfix.rules._kernel_rmw import KernelRmwRule
 from warpfix.rules.base import Example, RuleDoc
 

@@ -8,14 +8,9 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import (
-    Touch,
-    event_overwrites,
-    event_sensitive_reads,
-    tape_ids,
-    unresolved_element,
-)
+from warpfix.model.hazards import Touch, unresolved_element
 from warpfix.model.tapeflow import forget_reset_tape
+from warpfix.model.value_reads import event_overwrites, event_sensitive_reads, tape_ids
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.duplicate_launches import trace_duplicates, trace_retained
 from warpfix.model.facts import Buffer, Event, Trace
-from warpfix.model.hazards import event_modifies, event_overwrites, tape_ids
 from warpfix.model.tapeflow import RESET_KINDS
+from warpfix.model.value_reads import event_modifies, event_overwrites, tape_ids
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.duplicate_launches import accumulates_only, trace_duplicates, trace_retained
-from warpfix.model.hazards import overwritten_params
+from warpfix.model.value_reads import overwritten_params
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
