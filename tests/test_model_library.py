@@ -13,7 +13,7 @@ import pytest
 from warpfix.engine import check_sources, parse_file, run_rules
 from warpfix.finding import Finding, Severity
 from warpfix.model import build_project
-from warpfix.model.library import LibraryIndex
+from warpfix.model.library import LibraryIndex, parse_path
 
 HAS_NEWTON = importlib.util.find_spec("newton") is not None
 needs_newton = pytest.mark.skipif(not HAS_NEWTON, reason="newton is not installed")
@@ -224,3 +224,12 @@ run(10, Trainer().step)
 def test_no_library_index_keeps_calls_opaque() -> None:
     empty = LibraryIndex(site_dirs=[], cache_dir="")
     assert not empty.has_package("newton") and empty.resolve("newton.solvers.SolverSemiImplicit") is None
+
+
+def test_parse_path_is_shared_and_immutable() -> None:
+    """parse_path is cached (summary replay parses the same paths ~200k times on newton's examples):
+    callers share one result, so it must be a tuple no caller can change under the others."""
+    first = parse_path("a.b[0].c")
+    assert first == ("a", (("attr", "b"), ("item", "0"), ("attr", "c")))
+    assert parse_path("a.b[0].c") is first
+    assert isinstance(first[1], tuple)

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 
 from warpfix.model.facts import KernelDef
 from warpfix.model.kernels import find_kernels, fold_func_calls
@@ -84,8 +84,12 @@ class Summary:
     returns: list[Path] = field(default_factory=list)
 
 
-def parse_path(path: Path) -> tuple[str, list[tuple[str, str]]]:
-    """``"a.b[0].c"`` -> ``("a", [("attr", "b"), ("item", "0"), ("attr", "c")])``."""
+@lru_cache(maxsize=1 << 16)
+def parse_path(path: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``"a.b[0].c"`` -> ``("a", (("attr", "b"), ("item", "0"), ("attr", "c")))``.
+
+    Cached: replaying summaries parses the same few paths hundreds of thousands of times on a
+    library-heavy check, so the result is immutable (it is shared between callers)."""
     steps: list[tuple[str, str]] = []
     i = 0
     n = len(path)
@@ -103,7 +107,7 @@ def parse_path(path: Path) -> tuple[str, list[tuple[str, str]]]:
             steps.append(("item", path[i + 1:j]))
             j += 1
         i = j
-    return root, steps
+    return root, tuple(steps)
 
 
 def _site_dirs() -> list[str]:
