@@ -184,12 +184,25 @@ def _values_equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
 
 
+def _values_among(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Each of ``a`` is bit for bit one of ``b`` (each used once), and ``a`` is empty only when ``b`` is."""
+    left = list(b)
+    for x in a:
+        match = next((i for i, y in enumerate(left) if np.array_equal(x, y, equal_nan=True)), None)
+        if match is None:
+            return False
+        del left[match]
+    return bool(a) == bool(b)
+
+
 def first_loss_equal(want: Record, got: Record, seeded: bool = True) -> bool:
     """The first backward's loss is bit for bit ``want``'s and, with ``seeded``, so are the values of the
-    arrays a hand-seeded backward (no ``loss=``) starts from: such a program's forward value."""
+    arrays a hand-seeded backward (no ``loss=``) starts from: such a program's forward value. Those of
+    ``got`` need only be among ``want``'s: a mutant whose tape records less (a tape per frame) starts its
+    backward from fewer of the same arrays."""
     if not _values_equal(want[0]["loss"], got[0]["loss"]):
         return False
-    return not seeded or _values_equal(want[0].get("seeded", []), got[0].get("seeded", []))
+    return not seeded or _values_among(got[0].get("seeded", []), want[0].get("seeded", []))
 
 
 def first_gradient_diff(want: Record, got: Record) -> str:

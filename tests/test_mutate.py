@@ -314,6 +314,18 @@ def test_a_hand_seeded_forward_is_compared_by_its_seeded_values() -> None:
     assert "seeded values" in bench.compare(want, other)
 
 
+def test_a_tape_that_records_fewer_frames_starts_from_some_of_the_same_seeded_arrays() -> None:
+    """A tape per frame (the per-frame-tape mutant) records the last frame only: its backward starts from
+    the last frame's seeded costs, a subset of the original's with the same values, so its forward is
+    unchanged; a changed value, an extra array, or no seeded array at all is a forward change."""
+    costs = [np.array([11.44]), np.array([12.0]), np.array([13.5])]
+    want = [{"loss": [], "leaves": {"k": [np.array([1.0])]}, "seeded": costs}]
+    assert bench.first_loss_equal(want, [{**want[0], "seeded": [costs[2]]}])
+    assert not bench.first_loss_equal(want, [{**want[0], "seeded": [np.array([16.50])]}])
+    assert not bench.first_loss_equal(want, [{**want[0], "seeded": [costs[2], costs[2]]}])
+    assert not bench.first_loss_equal(want, [{**want[0], "seeded": []}])
+
+
 def test_a_change_in_the_retained_arrays_own_gradient_only_is_not_kept() -> None:
     """WF501 is retain_grad on an array written more than once (its adjoints counted twice upstream);
     on an array written once only its own .grad changes, and the bench must not keep that."""
