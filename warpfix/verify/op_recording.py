@@ -37,7 +37,6 @@ NATIVE_ROUTINES = tuple(
 )
 
 
-
 def _pointer(arg: Any) -> int | None:
     """The address a native routine's argument passes, if it is one (an int or a ctypes pointer)."""
     import ctypes  # noqa: PLC0415

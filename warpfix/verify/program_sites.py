@@ -70,19 +70,6 @@ class _ProgramError(Exception):
         self.error = error
 
 
-def _pointer(arg: Any) -> int | None:
-    """The address a native routine's argument passes, if it is one (an int or a ctypes pointer)."""
-    import ctypes  # noqa: PLC0415
-
-    if isinstance(arg, int) and not isinstance(arg, bool):
-        return arg
-    if isinstance(arg, ctypes._Pointer | ctypes.c_void_p):
-        return ctypes.cast(arg, ctypes.c_void_p).value
-    if isinstance(arg, ctypes.c_uint64 | ctypes.c_int64 | ctypes.c_size_t):
-        return arg.value
-    return None
-
-
 def _as_program(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with its exceptions wrapped as the program's (see :meth:`Tracer.shield`)."""
 
