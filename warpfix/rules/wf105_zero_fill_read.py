@@ -22,7 +22,10 @@ class ZeroFillRead(HazardRule):
     name = "zero-fill-read"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    fix_description = "Allocate a fresh array instead of zeroing/filling one the tape already read"
+    fix_description = (
+        "Allocate a fresh array instead of zeroing/filling one the tape already read; where the array cannot be "
+        "rebound (a graph capture), its readers read a copy"
+    )
     doc = RuleDoc(
         what="Flags `x.zero_()` / `x.fill_(v)` on the tape when `x` was already read by a recorded op of that tape.",
         why=(

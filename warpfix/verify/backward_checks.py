@@ -1,0 +1,265 @@
+"""Part of the verify probe: the hooks on ``Tape.reset/backward`` and the checks run at each backward
+(integrity of taped reads, accumulated gradients)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .records import ArrayInfo, BackwardRecord, Objective, Op, digest, family, flat
+from .spans import overlap
+
+#: ... or this many backward calls.
+BACKWARD_CAP = 32
+
+class BackwardChecks:
+    """Tracer's work at each backward."""
+
+    def on_reset(self, orig: Callable, tape: Any) -> Any:
+        if self.capture is not None and self.hooked():
+            self.capture_event(lambda: self.on_reset(orig, tape))
+        self.tape_since[id(tape)] = len(self.ops)
+        for launch in tape.launches:
+            if isinstance(launch, list):
+                self.tracker_read.difference_update(id(v) for v in list(launch[3]) + list(launch[4]))
+        with self.paused():
+            return orig(tape)
+
+    def on_backward(self, orig: Callable, tape: Any, loss: Any = None, grads: Any = None) -> Any:
+        if not self.hooked():
+            return orig(tape, loss, grads)
+        if self.capture is not None:
+            # recorded for capture_launch; run now only so the tape is complete (undone at capture end)
+            self.capture_event(lambda: self.on_backward(orig, tape, loss, grads))
+            grads_of = [g for g in tape.gradients.values() if self.is_array(g)]
+            for launch in tape.launches:
+                if isinstance(launch, list):
+                    grads_of += [a.grad for a, _, _ in self.array_args(list(launch[3]) + list(launch[4]))
+                                 if a.grad is not None]  # fmt: skip
+            grads_of += [a.grad for a in [loss, *(grads or {})] if self.is_array(a) and a.grad is not None]
+            self.capture_save(grads_of)
+            with self.paused():
+                return orig(tape, loss, grads)
+        path, line = self.site()
+        site = f"{path}:{line}"
+        if self.mode == "epilogue":
+            self.check_accumulated(self.window_params, path, line, self.tape_arrays(tape))
+            self.finish("window-end")
+        if self.previous_params:
+            # the first backward of window 1: the previous iteration's gradients must be gone
+            self.check_accumulated(self.previous_params, path, line, self.tape_arrays(tape))
+            self.previous_params = []
+        taped_ops = [op for op in self.ops[self.tape_since.get(id(tape), 0):] if op.tape is tape]
+        # a leaf: read on this tape and not written from its first read there on (host set-up before is fine)
+        leaves: list[ArrayInfo] = []
+        seen: set[int] = set()
+        for op in taped_ops:
+            for info in op.reads:
+                if info.order in seen:
+                    continue
+                seen.add(info.order)
+                if self.is_param_candidate(info) and info.arr is not loss and not any(
+                    w >= op.index for w in info.writes_at
+                ):
+                    # perturbed where its value was last set: the window's first read, or right after the
+                    # last write before this tape read it (a gradient check assigning the parameter)
+                    set_at = max(info.writes_at, default=None)
+                    self.leaf_read[info.order] = info.first_read if set_at is None else set_at + 1
+                    leaves.append(info)
+        if self.verified:
+            known = {id(i) for i in self.window_params}
+            with self.paused():
+                host_written = [i for i in leaves if id(i) in known and digest(i.arr) != i.hash]
+            if not any(id(i) in known for i in leaves) or host_written:
+                # a new iteration: fresh parameters, or parameters updated on the host
+                self.check_accumulated(self.window_params, path, line, {id(i.arr) for i in leaves})
+                self.finish("window-end")
+        frame = self.user_frame()
+        for info in leaves:
+            self.resolve_name(info, frame)
+        started = time.perf_counter()
+        known_findings = len(self.findings)
+        self.check_integrity(tape, taped_ops, path, line, frame)
+        integrity = [f for f in self.findings[known_findings:] if f["rule"] == "WF902"]
+        self.seconds["integrity"] += time.perf_counter() - started
+        if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > self.fd_budget():
+            self.finish("cap")
+        with self.paused():
+            seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
+            since = self.tape_since.get(id(tape), 0)
+            self.cut_chain.check(tape, since, leaves, [a for a, _ in seeds], frame)
+            self.early_grad.check(tape, since, frame)
+            objective = Objective(seeds, how)
+            value = objective.value()
+            before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}
+            self.leftovers.before_backward()
+            result = orig(tape, loss, grads)
+            self.leftovers.after_backward(tape, site, self.is_array)
+            ad = {id(i): flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
+            self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
+            entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
+            if how != "loss":
+                entry["objective"] = how
+            notes = []
+            if self.capture is not None:
+                notes.append(f"captured by the graph capture at {self.capture.site}: run eagerly under the probe")
+            elif self.replaying is not None:
+                notes.append(f"a replay of the graph captured at {self.replaying.site}")
+            if not taped_ops:
+                notes.append("the tape recorded no operation before this backward")
+            elif not leaves:
+                notes.append("no leaf parameter (a requires_grad array read on the tape and never written) "
+                             "reaches the objective")  # fmt: skip
+            elif not seeds:
+                notes.append("the backward has no seed (no loss, no grads=, no non-zero output gradient)")
+            if notes:
+                entry["note"] = "; ".join(notes)
+            record = BackwardRecord({})
+            if taped_ops and leaves and seeds:
+                job = self.plan_compare(entry, objective, leaves, ad, path, line, record)
+                job.integrity = integrity
+                self.pending.append(job)
+        for info in leaves:
+            if info not in self.window_params:
+                self.window_params.append(info)
+        self.verified.append(record)
+        self.backwards.append(entry)
+        self.flush()
+        return result
+
+    def seeds(
+        self, tape: Any, loss: Any, grads: Any, taped_ops: list[Op], leaves: list[ArrayInfo]
+    ) -> tuple[list[tuple[Any, np.ndarray]], str]:
+        """What the backward differentiates: (array, seed) pairs of the objective sum(seed * array)."""
+        if loss is not None:
+            return [(loss, np.ones(1))], "loss"
+        if grads:
+            out = [(a, flat(g.numpy()).copy()) for a, g in grads.items() if self.is_array(a) and self.is_array(g)]
+            return out, "sum(seed * output) of the grads= seeds"
+        # seeded by hand: `out.grad.fill_(1.0); tape.backward()`
+        out: list[tuple[Any, np.ndarray]] = []
+        leaf_ids = {id(i.arr) for i in leaves}
+        seen: set[int] = set()
+        for op in taped_ops:
+            for info in op.writes:
+                arr = info.arr
+                if id(arr) in seen or id(arr) in leaf_ids or arr.grad is None:
+                    continue
+                seen.add(id(arr))
+                g = flat(arr.grad.numpy())
+                if np.any(g != 0.0):
+                    out.append((arr, g.copy()))
+        return out, "sum(seed * output) of the gradients seeded by hand"
+
+    # ----------------------------------------------------------------- checks
+    def resolve_name(self, info: ArrayInfo, frame: Any) -> None:
+        """Replace a placeholder name by the user's name for the array, if ``frame`` binds it now."""
+        if info.name.startswith("array#"):
+            info.name = self.name_of(info.arr, frame) or info.name
+
+    def check_integrity(self, tape: Any, taped_ops: list[Op], path: str, line: int, frame: Any) -> None:
+        """WF902: arrays a taped launch read (and did not write) must be unchanged when backward starts."""
+        current: dict[int, int] = {}
+        with self.paused():
+            for op in taped_ops:
+                for info in op.reads:
+                    if info in op.writes or info.order not in op.read_hash:
+                        continue
+                    if info.order not in current:
+                        current[info.order] = digest(info.arr)
+                    if current[info.order] == op.read_hash[info.order]:
+                        continue
+                    self.resolve_name(info, frame)
+                    culprit = next(
+                        (
+                            later
+                            for later in self.ops[op.index + 1 :]
+                            if any(w is info or overlap(w.span, info.span) for w in later.writes)
+                        ),
+                        None,
+                    )
+                    fam = self.family_of(info)
+                    if culprit is None:
+                        msg = (
+                            f"`{info.name}` was read by the {op.label} at {op.path}:{op.line} and changed on the host "
+                            f"before the backward at {path}:{line}: the backward replays against the new contents"
+                        )
+                        self.add_finding("WF902", path, line, msg, ("WF902", path, line, fam), classified_as="WF303",
+                                         array=info.name, family=fam)  # fmt: skip
+                        continue
+                    where = "later on the same tape" if culprit.tape is tape else "after it was recorded"
+                    msg = (
+                        f"the {culprit.label} overwrites `{info.name}` {where}, but the {op.label} at "
+                        f"{op.path}:{op.line} read it and its adjoint runs at the backward at {path}:{line} "
+                        "against the new contents"
+                    )
+                    self.add_finding(
+                        "WF902", culprit.path, culprit.line, msg,
+                        ("WF902", culprit.path, culprit.line, culprit.label, fam),
+                        classified_as=self.overwrite_shape(culprit, info, tape), library=culprit.library,
+                        array=info.name, family=fam, reader=f"{op.path}:{op.line}", backward=f"{path}:{line}",
+                    )  # fmt: skip
+
+    def family_of(self, info: ArrayInfo) -> str:
+        """What groups findings about one array: its name without list indices, else its argument label."""
+        if info.name.startswith("array#"):
+            return info.label or "array"
+        return family(info.name)
+
+    @staticmethod
+    def overwrite_shape(culprit: Op, info: ArrayInfo, tape: Any) -> str:
+        """The static rule that names the shape of an overwrite the probe saw at runtime."""
+        if culprit.tape is not tape and culprit.recording is not tape:
+            return "WF303"  # written between the end of recording and the backward
+        if culprit.kind in ("copy", "assign"):
+            return "WF101"
+        if culprit.kind in ("zero", "fill"):
+            return "WF105"  # zeroed or filled while the tape recorded, after a recorded launch read it
+        uses = culprit.positions.get(info.order, [])
+        if not uses:
+            return "WF108"  # written through another array over the same memory
+        if any(pos is None for pos, _, _ in uses):
+            return "WF107"
+        write_pos = {pos for pos, _, w in uses if w}
+        if write_pos and any(r and pos not in write_pos for pos, r, _ in uses):
+            return "WF103"  # one object passed as input and as output
+        if any(r and w for _, r, w in uses):
+            return "WF106"
+        return "WF104"
+
+    def tape_arrays(self, tape: Any) -> set[int]:
+        """Ids of the arrays Warp's own record of ``tape`` passes to its launches."""
+        out: set[int] = set()
+        for launch in tape.launches:
+            if isinstance(launch, list):
+                for arr, _, _ in self.array_args(list(launch[3]) + list(launch[4])):
+                    out.add(id(arr))
+        return out
+
+    def check_accumulated(self, params: list[ArrayInfo], path: str, line: int, used: set[int]) -> None:
+        """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses).
+        One finding per backward: one missing ``tape.zero()`` leaves every gradient of the tape summed."""
+        stale: list[tuple[ArrayInfo, float]] = []
+        with self.paused():
+            for info in params:
+                g = info.arr.grad
+                if id(info.arr) not in used or g is None:
+                    continue
+                vals = flat(g.numpy())
+                if np.any(vals != 0.0):
+                    stale.append((info, float(np.max(np.abs(vals)))))
+        if not stale:
+            return
+        # name the array the program trains (or at least names) first
+        stale.sort(key=lambda item: (not item[0].trained, item[0].name.startswith("array#"), -item[1]))
+        info, worst = stale[0]
+        others = f" (and {len(stale) - 1} other gradient(s) of this tape)" if len(stale) > 1 else ""
+        msg = (
+            f"`{info.name}.grad`{others} is already non-zero (max |g| = {worst:.4g}) when the next iteration's "
+            "backward starts: gradients from the previous iteration are summed in (missing tape.zero())"
+        )
+        self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
+                         array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
