@@ -42,7 +42,7 @@ KINK_OR_CHAOS = "kink-or-chaos"
 CHAOS = "chaos"
 NON_FINITE = "non-finite-loss"
 BELOW_RESOLUTION = "below-resolution"
-KINK = "kink at the evaluation point"
+KINK = "kink-at-evaluation-point"
 
 
 @dataclass(frozen=True)
