@@ -180,3 +180,50 @@ def test_classify_a_loss_that_blows_up_under_perturbation_decides_nothing():
     assert v.reason.startswith(judge.NON_FINITE) and "1 of 2" in v.reason
     # without a failing sample the finite ones still pass
     assert classify([blown, sample(-0.0042, -0.0042)]).verdict == judge.PASS
+
+
+def test_mismatch_at_a_kink_at_the_evaluation_point_is_unreliable():
+    # darcy_ls's shape: the loss has a kink where it is evaluated, autodiff gives one side's slope (2.5), central
+    # FD the mean of both sides (2.0) at every step, so FD agrees with itself and AD is 1.25x off it
+    def f(x: float) -> float:
+        return 1.0 + 2.0 * x + 0.5 * abs(x)
+
+    steps = ladder(f)
+    assert judge_sample("element", 2.5, steps, ULP32).status == judge.FAIL  # without the unperturbed loss
+    s = judge_sample("element", 2.5, steps, ULP32, base=float(np.float32(f(0.0))))
+    assert (s.status, s.reason) == (judge.UNRELIABLE, judge.KINK)
+    assert "2.5 right, 1.5 left" in s.detail
+    # a kink whose slopes differ by less than the tolerance AD is held to excuses nothing
+    def g(x: float) -> float:
+        return 1.0 + 2.0 * x + 0.02 * abs(x)
+
+    assert judge_sample("element", 2.5, ladder(g), ULP32, base=float(np.float32(g(0.0)))).status == judge.FAIL
+
+
+@pytest.mark.parametrize("curvature", [0.5, 1000.0])
+def test_smooth_loss_with_a_wrong_gradient_still_fails_given_the_base(curvature):
+    # one-sided slopes differ by 2 * curvature * t: with curvature 1000 by 0.2 (6.7% of FD) at t=1e-4, but they
+    # shrink with the step, so this is curvature, not a kink
+    def f(x: float) -> float:
+        return 1.0 + 3.0 * x + curvature * x * x
+
+    s = judge_sample("element", 3.0 * 1.2, ladder(f), ULP32, base=float(np.float32(f(0.0))))
+    assert s.status == judge.FAIL
+    assert s.ad / s.fd == pytest.approx(1.2, rel=1e-2)
+
+
+def test_smooth_loss_with_the_right_gradient_passes_given_the_base():
+    s = judge_sample("element", 3.0, ladder(smooth), ULP32, base=float(np.float32(smooth(0.0))))
+    assert s.status == judge.PASS
+
+
+def test_one_sided_steps_skewed_by_rounding_are_no_kink():
+    # a straight line probed at steps the parameter's dtype rounds unevenly: t (1 + e) to the right and t (1 - e)
+    # to the left, e = 1/64 at the smallest rung (32 ulp) and 10x less one rung up; the one-sided slopes differ
+    # by 2 e * 3 (3.1% of FD) at the smallest rung only, which the skew of the steps accounts for
+    steps = []
+    for t in LADDER:
+        e = (1.0 / 64.0) * LADDER[-1] / t
+        steps.append(StepResult(t, 1.0 + 3.0 * t * (1.0 + e), 1.0 - 3.0 * t * (1.0 - e), skew=e))
+    s = judge_sample("element", 3.0 * 1.2, steps, 1e-16, base=1.0)
+    assert s.status == judge.FAIL

@@ -16,7 +16,8 @@ API for other parts of warpfix (e.g. `apply --check`)::
 
 Verdicts: ``pass``/``fail`` only where FD is judged sound (two agreeing step sizes, a replay
 that reproduces the loss exactly); otherwise ``unreliable`` with the reason (WF904:
-cancellation, below-resolution, noise, kink-or-chaos, chaos, non-finite-loss).
+cancellation, below-resolution, noise, kink-or-chaos, kink-at-evaluation-point, chaos,
+non-finite-loss).
 
 How it runs: the command runs exactly as given, in its own process group (ended with any
 children on exit, timeout and Ctrl-C); the probe enters the program's own interpreter through a

@@ -302,7 +302,10 @@ class FiniteDifferences:
                     lm = self.replay(plan, objective, {info.order: minus})
                     # the effective step after rounding the perturbed parameter to its dtype
                     t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
-                    step = judge.StepResult(t_eff, lp, lm)
+                    tv = t_eff * v[nz]
+                    skew = float(np.max(np.maximum(np.abs(plus[nz] - tv), np.abs(minus[nz] + tv)) / np.abs(tv),
+                                        initial=0.0))  # fmt: skip
+                    step = judge.StepResult(t_eff, lp, lm, skew)
                     if not (math.isfinite(lp) and math.isfinite(lm)):
                         self.note_non_finite(plan, objective, {info.order: plus if not math.isfinite(lp) else minus})
                         if steps:  # finite at a larger step and not at this one: the sample is unreliable
@@ -330,7 +333,8 @@ class FiniteDifferences:
         floor = 1e-3 * float(np.median(fd_mid)) if fd_mid else 0.0
         samples = []
         for kind, idx, ad_v, steps in ladders:
-            samples.append(judge.judge_sample(kind, ad_v, steps, loss_ulp, noise=noise, fd_floor=floor, index=idx))
+            samples.append(judge.judge_sample(kind, ad_v, steps, loss_ulp, noise=noise, fd_floor=floor, index=idx,
+                                              base=replayed))
         chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
         verdict = judge.classify(samples, chaos_hint=chaos)
         if verdict.verdict == judge.FAIL and verdict.signature != "NaN/inf":

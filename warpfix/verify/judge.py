@@ -26,6 +26,10 @@ FLAT_ULPS = 2.0
 RESOLVED = 4.0
 #: Ratios within this relative spread are one constant factor.
 FACTOR_SPREAD = 0.05
+#: A smooth loss's one-sided slopes differ by O(t) * f'', so one rung down the ladder (t -> t/10) shrinks their
+#: gap 10x, while a kink's gap stays: a gap that keeps more than the geometric mean of the two cases
+#: ((t2/t1) ** 0.5 of it) is a kink.
+KINK_SHRINK_EXPONENT = 0.5
 
 PASS = "pass"
 FAIL = "fail"
@@ -38,15 +42,21 @@ KINK_OR_CHAOS = "kink-or-chaos"
 CHAOS = "chaos"
 NON_FINITE = "non-finite-loss"
 BELOW_RESOLUTION = "below-resolution"
+KINK = "kink-at-evaluation-point"
 
 
 @dataclass(frozen=True)
 class StepResult:
-    """The two losses measured at one step size ``t``."""
+    """The two losses measured at one step size ``t``.
+
+    ``skew`` bounds how far either one-sided step is from ``t`` relatively (the perturbed parameter is rounded
+    to its dtype): central FD is blind to it to first order, one-sided slopes are not.
+    """
 
     t: float
     loss_plus: float
     loss_minus: float
+    skew: float = 0.0
 
     @property
     def fd(self) -> float:
@@ -87,11 +97,13 @@ def judge_sample(
     noise: float = 0.0,
     fd_floor: float = 0.0,
     index: int | None = None,
+    base: float | None = None,
 ) -> SampleJudgement:
     """Judge one sample from its ladder of steps (largest step first).
 
     ``noise`` is the loss jitter seen between identical replays (0 when they reproduce
-    exactly); ``fd_floor`` is an absolute slack (1e-3 of the typical |FD| of the parameter).
+    exactly); ``fd_floor`` is an absolute slack (1e-3 of the typical |FD| of the parameter);
+    ``base`` is the unperturbed loss: given, a mismatch at a kink of the loss there is unreliable, not a fail.
     """
     if not steps:
         raise ValueError("judge_sample needs at least one step")
@@ -153,8 +165,43 @@ def judge_sample(
     window = [fds[j] for j in range(k, len(steps)) if not blind[j]]
     slack = REL_TOL * abs(fd) + fd_floor + resolution[k + 1]
     lo, hi = min(window) - slack, max(window) + slack
-    status = PASS if lo <= ad <= hi else FAIL
-    return SampleJudgement(kind, ad, fd, status, index=index)
+    if lo <= ad <= hi:
+        return SampleJudgement(kind, ad, fd, PASS, index=index)
+    usable = [(s, r) for s, r, b in zip(steps, resolution, blind, strict=True) if not b]
+    kink = _kink_at_base(usable[-2:], base, fd, loss_ulp, noise) if base is not None and len(usable) >= 2 else ""
+    if kink:
+        return SampleJudgement(kind, ad, fd, UNRELIABLE, KINK, kink, index)
+    return SampleJudgement(kind, ad, fd, FAIL, index=index)
+
+
+def _kink_at_base(pair: list[tuple[StepResult, float]], base: float, fd: float, loss_ulp: float, noise: float) -> str:
+    """Why the loss has a kink at the unperturbed point (loss ``base``), judged from the one-sided slopes at the
+    two smallest steps (``(step, its FD resolution)``, larger first); "" when it looks smooth there.
+
+    A kink: at the smaller step the right slope ``(L(x+t)-L(x))/t`` and the left ``(L(x)-L(x-t))/t`` still differ
+    by more than the tolerance AD is held to (REL_TOL of |FD|: the central FD, their mean, is then no better a
+    reference than either side) plus what the steps' skew can make of a straight line, by RESOLVED times the
+    rounding of the three losses, and by more than a smooth loss keeps of the larger step's gap
+    (KINK_SHRINK_EXPONENT).
+    """
+    (big, _), (small, res) = pair
+    if not math.isfinite(base) or small.t >= big.t:
+        return ""
+
+    def gap(s: StepResult) -> float:
+        return abs((s.loss_plus - base) - (base - s.loss_minus)) / s.t
+
+    def slopes(s: StepResult) -> str:
+        return f"{(s.loss_plus - base) / s.t:.4g} right, {(base - s.loss_minus) / s.t:.4g} left at step {s.t:.3g}"
+
+    rounding = 2.0 * (loss_ulp + 2.0 * noise) / small.t  # a second difference of three rounded losses
+    # one-sided steps t(1 +- skew) part a straight line's slopes by up to 2 skew |f'|
+    skewed = small.skew * (abs(small.loss_plus - base) + abs(base - small.loss_minus)) / small.t
+    kept = (small.t / big.t) ** KINK_SHRINK_EXPONENT * gap(big)
+    if gap(small) <= max(REL_TOL * abs(fd) + res + skewed, RESOLVED * rounding, kept):
+        return ""
+    return (f"the one-sided slopes of the loss differ and do not converge as the step shrinks ({slopes(big)}; "
+            f"{slopes(small)}), so central FD {fd:.4g} is no derivative to compare autodiff with")  # fmt: skip
 
 
 def early_pass(ad: float, steps: list[StepResult], loss_ulp: float, noise: float = 0.0) -> bool:
