@@ -7,20 +7,20 @@ its budget, and is part of the probe package (relative imports, warp and numpy o
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from . import judge
+from .ladder import STEP_LADDER, run_ladder
 from .records import ArrayInfo, BackwardRecord, Objective, Op, PendingCompare, ReplayPlan, digest, flat
 from .sketch import sketch
 from .spans import overlap, with_aliases
 
-#: Step-size ladder (dimensionless, times the per-element scale of the parameter).
-STEP_LADDER = (1e-1, 1e-2, 1e-3, 1e-4)
 #: A step is at least this many ulp of the perturbed value.
 MIN_STEP_ULPS = 32.0
 #: Element samples per parameter (both ends plus random ones) and random +-1 directions.
@@ -111,8 +111,10 @@ class FiniteDifferences:
                     if f.get("severity") is None:
                         f["severity"] = "warning"
                         f["message"] += f"; {why}"
-            self.fd_seconds += time.perf_counter() - started
+            took = time.perf_counter() - started
+            self.fd_seconds += took
             self.seconds["fd"] = self.fd_seconds
+            self.seconds[f"fd_window{self.window}"] = self.seconds.get(f"fd_window{self.window}", 0.0) + took
         self.flush()
 
     def compare(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
@@ -191,9 +193,24 @@ class FiniteDifferences:
         replay) receives the first operation that reads contents other than the program's run read there;
         ``non_finite`` the first operation that writes a NaN or inf.
         """
+        started = time.perf_counter()
+        try:
+            return self._replay(plan, objective, perturb, capture, diverged, non_finite)
+        finally:
+            self.seconds["fd_replay"] = self.seconds.get("fd_replay", 0.0) + time.perf_counter() - started
+            self.seconds["replays"] = self.seconds.get("replays", 0.0) + 1.0
+
+    def _replay(
+        self,
+        plan: ReplayPlan,
+        objective: Objective,
+        perturb: dict[int, np.ndarray],
+        capture: dict[int, np.ndarray] | None,
+        diverged: list[tuple[Op, ArrayInfo]] | None,
+        non_finite: list[tuple[Op, ArrayInfo]] | None,
+    ) -> float:
         copy = self.orig["copy"]
-        for info in reversed(plan.restore):
-            copy(self.nograd(info.arr), plan.start_state.get(info.order, info.snap))
+        self.replay_restore(plan)
         for op in self.ops[plan.start : plan.n_ops]:
             if time.perf_counter() > self.fd_deadline:
                 raise _BudgetSpent
@@ -213,6 +230,32 @@ class FiniteDifferences:
             if non_finite is not None and not non_finite:
                 non_finite += [(op, i) for i in op.writes if _has_non_finite(i.arr)][:1]
         return objective.value()
+
+    def replay_restore(self, plan: ReplayPlan) -> None:
+        """Put the window's arrays back as they were where the replay begins."""
+        if plan.copies is None:
+            plan.copies = self.restore_copies(plan)
+        copy = self.orig["copy"]
+        for dst, src, nbytes in plan.copies:
+            if nbytes is None:
+                copy(dst, src)
+            else:
+                ctypes.memmove(dst, src, nbytes)
+
+    def restore_copies(self, plan: ReplayPlan) -> list[tuple[Any, Any, int | None]]:
+        """How a replay puts back the window's arrays where it begins, in order: (destination address, source
+        address, bytes) for contiguous host memory (a memmove: thousands of arrays cost a wp.copy each
+        otherwise), (destination alias without gradient, source array, None) for the rest."""
+        size_of = self.wp._src.types.type_size_in_bytes
+        out: list[tuple[Any, Any, int | None]] = []
+        for info in reversed(plan.restore):
+            dst, src = info.arr, plan.start_state.get(info.order, info.snap)
+            host = dst.device.is_cpu and src.device.is_cpu and dst.is_contiguous and src.is_contiguous
+            if host and dst.ptr and src.ptr and dst.dtype == src.dtype and dst.shape == src.shape:
+                out.append((dst.ptr, src.ptr, dst.size * size_of(dst.dtype)))
+            elif dst.size:
+                out.append((self.nograd(dst), src, None))
+        return out
 
     def note_non_finite(self, plan: ReplayPlan, objective: Objective, perturb: dict[int, np.ndarray]) -> None:
         """Say (once) where a perturbed replay whose loss is not finite first writes a NaN or inf."""
@@ -277,6 +320,7 @@ class FiniteDifferences:
         if n > len(elements):  # directions add nothing when every element is sampled
             for _ in range(DIRECTION_SAMPLES):
                 vectors.append(("direction", None, self.rng.choice([-1.0, 1.0], size=n) * scale))
+        planned = len(vectors)
         if most < len(vectors):  # an iteration too costly to replay for every sample in the budget
             elements_first = sorted((v for v in vectors if v[0] == "element"), key=lambda v: -abs(float(grad[v[1]])))
             vectors = [v for v in vectors if v[0] == "direction"][:1] + elements_first
@@ -290,35 +334,11 @@ class FiniteDifferences:
             try:
                 if time.perf_counter() > self.fd_deadline:
                     raise _BudgetSpent
-                nz = v != 0.0
-                t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
-                too_large: judge.StepResult | None = None  # a largest rung whose loss is not finite
-                for c in STEP_LADDER:
-                    # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
-                    t = max(c, t_min * c / STEP_LADDER[-1])
-                    plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
-                    minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
-                    lp = self.replay(plan, objective, {info.order: plus})
-                    lm = self.replay(plan, objective, {info.order: minus})
-                    # the effective step after rounding the perturbed parameter to its dtype
-                    t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
-                    tv = t_eff * v[nz]
-                    skew = float(np.max(np.maximum(np.abs(plus[nz] - tv), np.abs(minus[nz] + tv)) / np.abs(tv),
-                                        initial=0.0))  # fmt: skip
-                    step = judge.StepResult(t_eff, lp, lm, skew)
-                    if not (math.isfinite(lp) and math.isfinite(lm)):
-                        self.note_non_finite(plan, objective, {info.order: plus if not math.isfinite(lp) else minus})
-                        if steps:  # finite at a larger step and not at this one: the sample is unreliable
-                            steps.append(step)
-                            break
-                        # a step too large for the forward (a mesh element inverted): the smaller rungs judge
-                        too_large = step
-                        continue
-                    steps.append(step)
-                    if len(steps) == 2 and judge.early_pass(ad_v, steps, loss_ulp, noise):
-                        break
-                if len(steps) < 2 and too_large is not None:
-                    steps.append(too_large)  # too few rungs with a finite loss to judge anything
+                measure, deltas = self.rung_measure(info, objective, plan, x, v, idx, ulp, dtype)
+                agreed = run_ladder(measure, ad_v, loss_ulp, noise, self.fd_start_rung.get(id(info.arr), 0), steps,
+                                    lambda k, _d=deltas: self.note_non_finite(plan, objective, {info.order: _d[k]}))  # fmt: skip
+                if agreed is not None:
+                    self.fd_start_rung[id(info.arr)] = agreed
             except _BudgetSpent:
                 # judge what was measured: the complete ladders, and this one if it already says something
                 if len(steps) >= 2 or (steps and not math.isfinite(steps[-1].fd)):
@@ -337,6 +357,10 @@ class FiniteDifferences:
                                               base=replayed))
         chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
         verdict = judge.classify(samples, chaos_hint=chaos)
+        if verdict.verdict == judge.PASS and len(samples) < planned:  # agreement on too few samples proves nothing
+            verdict.verdict = judge.UNRELIABLE
+            verdict.reason = (f"{judge.INSUFFICIENT}: FD agrees with autodiff on the {len(samples)} perturbation(s) "
+                              f"it measured, fewer than the {planned} a pass needs")  # fmt: skip
         if verdict.verdict == judge.FAIL and verdict.signature != "NaN/inf":
             held = held_constant(self.ops, plan, info)
             cut = put_back_downstream(self.ops, plan, info) if held is None else None
@@ -365,6 +389,37 @@ class FiniteDifferences:
             "ad_fd_ratio": verdict.ad_fd_ratio,
             "reason": "; ".join(r for r in (verdict.reason, base.get("reason", "")) if r),
         }
+
+    def rung_measure(
+        self, info: ArrayInfo, objective: Objective, plan: ReplayPlan, x: np.ndarray, v: np.ndarray,
+        idx: int | None, ulp: np.ndarray, dtype: type,
+    ) -> tuple[Callable[[int], judge.StepResult], dict[int, np.ndarray]]:
+        """``measure(k)``: the losses of the replays perturbed by +-t v at rung ``k`` of the step ladder; and the
+        perturbation of each measured rung whose loss is not finite (by rung)."""
+        xs = x.astype(dtype)
+        nz = v != 0.0
+        t_min = float(np.max(MIN_STEP_ULPS * ulp[nz] / np.abs(v[nz]))) if np.any(nz) else 0.0
+        deltas: dict[int, np.ndarray] = {}
+
+        def measure(k: int) -> judge.StepResult:
+            c = STEP_LADDER[k]
+            # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
+            t = max(c, t_min * c / STEP_LADDER[-1])
+            plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
+            minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
+            lp = self.replay(plan, objective, {info.order: plus})
+            lm = self.replay(plan, objective, {info.order: minus})
+            # the effective step after rounding the perturbed parameter to its dtype
+            t_eff = float((plus[idx] - minus[idx]) / (2.0 * v[idx])) if idx is not None else t
+            tv = t_eff * v[nz]
+            skew = float(np.max(np.maximum(np.abs(plus[nz] - tv), np.abs(minus[nz] + tv)) / np.abs(tv), initial=0.0))
+            if not math.isfinite(lp):
+                deltas[k] = plus
+            elif not math.isfinite(lm):
+                deltas[k] = minus
+            return judge.StepResult(t_eff, lp, lm, skew)
+
+        return measure, deltas
 
     def emit_param_findings(self, info: ArrayInfo, res: dict[str, Any], path: str, line: int) -> None:
         if res["verdict"] == judge.FAIL:

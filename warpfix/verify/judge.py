@@ -43,6 +43,7 @@ CHAOS = "chaos"
 NON_FINITE = "non-finite-loss"
 BELOW_RESOLUTION = "below-resolution"
 KINK = "kink-at-evaluation-point"
+INSUFFICIENT = "insufficient-samples"
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,12 @@ def _kink_at_base(pair: list[tuple[StepResult, float]], base: float, fd: float, 
             f"{slopes(small)}), so central FD {fd:.4g} is no derivative to compare autodiff with")  # fmt: skip
 
 
-def early_pass(ad: float, steps: list[StepResult], loss_ulp: float, noise: float = 0.0) -> bool:
-    """True when the first two steps already agree with each other and with AD (stricter than judge_sample)."""
+def early_pass(ad: float, steps: list[StepResult], loss_ulp: float, noise: float = 0.0, *, strict: bool = False) -> bool:
+    """True when the first two steps already agree with each other and with AD (stricter than judge_sample).
+
+    ``strict`` (a pair further down the ladder, where the loss's rounding weighs more): the FD resolution at the
+    smaller step must also be within REL_TOL of the FD values, so that agreement is not agreement within rounding.
+    """
     if len(steps) < 2:
         return False
     a, b = steps[0].fd, steps[1].fd
@@ -218,6 +223,8 @@ def early_pass(ad: float, steps: list[StepResult], loss_ulp: float, noise: float
     if abs(a - b) > REL_TOL * scale + res:
         return False
     fd = 0.5 * (a + b)
+    if strict and res > REL_TOL * scale:
+        return False
     return abs(ad - fd) <= REL_TOL * abs(fd) + res and scale > 4.0 * res
 
 

@@ -112,6 +112,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.aliases: dict[int, tuple[Any, Any]] = {}
         self.taped_kernels: dict[int, Any] = {}
         self.fd_seconds = 0.0
+        self.fd_start_rung: dict[int, int] = {}  # id(leaf array) -> step-ladder rung where its FD last agreed
         self.rng = np.random.default_rng(0)
         self.main_dir: str | None = None
         self.program_files: dict[str, bool] = {}  # code filename -> is it the program's
@@ -127,7 +128,8 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.natives_hooked = False
         self.tape_start: int | None = None  # op index of the window's first taped operation
         self.tape_state: dict[int, Any] = {}  # info.order -> contents of the arrays known at tape_start
-        self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}  # where the probe's time goes
+        # where the probe's time goes (seconds; "replays" counts FD replays, "run" is the whole run so far)
+        self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}
         self.cut_chain = CutChain(self, program_sites.SKIP_DIRS[0] if program_sites.SKIP_DIRS else "\0")  # WF201: arrays without a gradient
         self.early_grad = EarlyGrad(self)  # WF302/WF304: a gradient read before its backward
         self.leftovers = Leftovers(  # WF903 at the read of a consumed gradient summed into again
@@ -181,7 +183,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
             "stopped": self.stopped,
             "ops": len(self.ops),
             "notes": self.notes,
-            "seconds": self.seconds,
+            "seconds": {**self.seconds, "run": time.perf_counter() - self.started},
             "finished": self.mode == "done",
         }
 
@@ -334,6 +336,7 @@ def bootstrap() -> None:
             os.environ.pop("PYTHONPATH", None)
     if not out_path:
         return
+    started = time.perf_counter()
     try:
         import warp as wp  # noqa: PLC0415
     except Exception as exc:  # noqa: BLE001 - reported as one line
@@ -354,6 +357,7 @@ def bootstrap() -> None:
     except Exception as exc:  # noqa: BLE001
         tracer.error = f"the probe cannot start in {sys.executable}: {type(exc).__name__}: {exc}"
         tracer.finish("probe")
+    tracer.seconds["startup"] = time.perf_counter() - started
     previous_hook = sys.excepthook
 
     def excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:

@@ -81,6 +81,7 @@ class ReplayPlan:
     start: int = 0  # the first operation replayed: where the window's first tape began recording
     start_state: dict[int, Any] = field(default_factory=dict)  # info.order -> contents at ``start``
     resets: dict[int, list[ArrayInfo]] = field(default_factory=dict)  # op index -> arrays put back there
+    copies: list[tuple[Any, Any, int | None]] | None = None  # how ``restore`` is put back (FiniteDifferences)
 
 
 @dataclass
