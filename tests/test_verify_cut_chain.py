@@ -42,8 +42,17 @@ def test_an_intermediate_without_requires_grad_is_reported_at_its_allocation_and
     assert "b = wp.zeros(N, dtype=float, requires_grad=True)" in edited
 
 
-@pytest.mark.parametrize("args", [(), ("--detached",), ("--custom",)],
-                         ids=["correct", "detached-metric", "unrecorded-under-custom-adjoint"])
+def test_a_chain_cut_before_a_copy_the_tape_leaves_off_is_reported() -> None:
+    """navier_stokes's shape: `b` (no gradient) reaches the loss only through ``wp.copy(c, b)``, which Warp does
+    not record because its source has no gradient; the check followed recorded operations only and saw no
+    chain from the loss back to `b` (the bench's navier_stokes drop-requires-grad mutant had no runtime WF201)."""
+    _, [finding] = cut_chains("--bug", "--copied")
+    assert (finding.rule, finding.line, finding.data["array"]) == ("WF201", line_of("b = wp.zeros(N"), "b")
+    assert f"wp.copy at {PROGRAM}:{line_of('    wp.copy(c, b)')} reads it" in finding.message
+
+
+@pytest.mark.parametrize("args", [(), ("--detached",), ("--custom",), ("--copied",)],
+                         ids=["correct", "detached-metric", "unrecorded-under-custom-adjoint", "copied-on"])
 def test_a_full_chain_and_a_chain_that_never_reaches_the_loss_are_clean(args: tuple[str, ...]) -> None:
     """`--detached` computes a metric from p into buffers without gradients: they never reach the loss.
     `--custom` passes the chain through a scratch buffer without a gradient by launches the tape does not
