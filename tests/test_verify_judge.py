@@ -250,3 +250,11 @@ def test_a_gradient_inside_only_the_rough_small_steps_fd_is_not_a_pass():
     assert right.status == judge.PASS
     # outside every step's FD it is a mismatch as before (without the base: at the base the rough steps look a kink)
     assert judge_sample("direction", -0.005, NAVIER_LADDER, NAVIER_ULP).status == judge.FAIL
+
+
+def test_the_roughness_of_the_small_steps_never_widens_the_band_beyond_their_fd():
+    """FD 1.0 at the agreeing pair, 1.5 at a smaller step: autodiff 0.95 is outside every FD value (beyond the
+    slack), a mismatch, though the roughness the small step shows would reach it."""
+    steps = [StepResult(0.1, 1.1, 0.9), StepResult(0.01, 1.01, 0.99), StepResult(0.001, 1.0015, 0.9985)]
+    assert judge_sample("direction", 0.95, steps, ULP32).status == judge.FAIL
+    assert judge_sample("direction", 1.0, steps, ULP32).status == judge.PASS

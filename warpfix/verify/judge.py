@@ -167,9 +167,10 @@ def judge_sample(
     # the steps below the agreeing pair depart from it only by roughness of the loss (the pair's truncation
     # error is already below its gap): that loss error, |FD_j - FD| t_j, blurs FD at the pair's step too
     rough = max((abs(fds[j] - fd) * steps[j].t for j in range(k + 2, len(steps)) if not blind[j]), default=0.0)
-    if abs(ad - fd) <= slack + rough / steps[k + 1].t:
+    in_window = min(window) - slack <= ad <= max(window) + slack
+    if in_window and abs(ad - fd) <= slack + rough / steps[k + 1].t:  # never wider than the window itself
         return SampleJudgement(kind, ad, fd, PASS, index=index)
-    if min(window) - slack <= ad <= max(window) + slack:
+    if in_window:
         # autodiff matches only FD values of the steps where the loss is rough: no evidence either way
         spread = ", ".join(f"{v:.4g}" for v in fds)
         return SampleJudgement(
