@@ -227,3 +227,34 @@ def test_one_sided_steps_skewed_by_rounding_are_no_kink():
         steps.append(StepResult(t, 1.0 + 3.0 * t * (1.0 + e), 1.0 - 3.0 * t * (1.0 - e), skew=e))
     s = judge_sample("element", 3.0 * 1.2, steps, 1e-16, base=1.0)
     assert s.status == judge.FAIL
+
+
+# warp's navier_stokes example, a random direction of its perturbation: (t, L(x + t v), L(x - t v)) as the probe
+# measured them (loss -1.2376376; float32, so the rough steps are a few hundred ulp off, not rounding alone)
+NAVIER_BASE = -1.2376376390457153
+NAVIER_LADDER = [StepResult(0.1, NAVIER_BASE - 0.00754, NAVIER_BASE - 0.007958),
+                 StepResult(0.01, NAVIER_BASE - 6.473e-05, NAVIER_BASE - 0.0001072),
+                 StepResult(0.001, NAVIER_BASE - 5.96e-06, NAVIER_BASE - 1.788e-06),
+                 StepResult(0.0001, NAVIER_BASE - 2.384e-07, NAVIER_BASE - 4.768e-07)]
+NAVIER_ULP = float(np.spacing(np.float32(NAVIER_BASE)))
+
+
+def test_a_gradient_inside_only_the_rough_small_steps_fd_is_not_a_pass():
+    """FD agrees with itself at t = 0.1 and 0.01 (~0.0021) and scatters below (-0.0021, 0.0012): the benchmark's
+    navier_stokes drop-requires-grad mutant has an all-zero gradient there, which passed because the band
+    spanned every smaller step's FD; the unmutated program's 0.0020293 is within the roughness the small
+    steps show and still passes."""
+    wrong = judge_sample("direction", 0.0, NAVIER_LADDER, NAVIER_ULP, base=NAVIER_BASE)
+    assert (wrong.status, wrong.reason) == (judge.UNRELIABLE, judge.NOISE)
+    right = judge_sample("direction", 0.0020293, NAVIER_LADDER, NAVIER_ULP, base=NAVIER_BASE)
+    assert right.status == judge.PASS
+    # outside every step's FD it is a mismatch as before (without the base: at the base the rough steps look a kink)
+    assert judge_sample("direction", -0.005, NAVIER_LADDER, NAVIER_ULP).status == judge.FAIL
+
+
+def test_the_roughness_of_the_small_steps_never_widens_the_band_beyond_their_fd():
+    """FD 1.0 at the agreeing pair, 1.5 at a smaller step: autodiff 0.95 is outside every FD value (beyond the
+    slack), a mismatch, though the roughness the small step shows would reach it."""
+    steps = [StepResult(0.1, 1.1, 0.9), StepResult(0.01, 1.01, 0.99), StepResult(0.001, 1.0015, 0.9985)]
+    assert judge_sample("direction", 0.95, steps, ULP32).status == judge.FAIL
+    assert judge_sample("direction", 1.0, steps, ULP32).status == judge.PASS

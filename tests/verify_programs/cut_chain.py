@@ -3,7 +3,10 @@ requires_grad: the chain p -> b -> loss is cut there and p gets a zero gradient.
 metric from p into buffers without gradients that never reach the loss (correct: nothing to report).
 `--custom` copies the intermediate on through a scratch buffer without a gradient by launches the tape does
 not record (``record_tape=False``) under a hand-written adjoint (``tape.record_func``), as warp's
-fluid_checkpoint_custom_backward solver does: no recorded operation is cut (correct)."""
+fluid_checkpoint_custom_backward solver does: no recorded operation is cut (correct). `--copied` passes `b` on
+to the loss through ``wp.copy(c, b)`` into `c`, which has a gradient, as warp's navier_stokes example copies
+each step's last stage on: with `--bug` Warp leaves that copy off the tape (its source has no gradient), and
+the chain is cut at `b` all the same."""
 
 import sys
 
@@ -43,7 +46,7 @@ def sgd(p: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
     p[i] = p[i] - lr * g[i]
 
 
-def main(bug: bool, detached: bool, custom: bool):
+def main(bug: bool, detached: bool, custom: bool, copied: bool):
     p = wp.array(np.linspace(1.0, 2.0, N), dtype=float, requires_grad=True)
     scratch = wp.zeros(N, dtype=float)
     for it in range(3):
@@ -62,7 +65,12 @@ def main(bug: bool, detached: bool, custom: bool):
                                                               record_tape=False), arrays=[b0, b])
             else:
                 wp.launch(double, dim=N, inputs=[p], outputs=[b])
-            wp.launch(total, dim=N, inputs=[b], outputs=[loss])
+            if copied:
+                c = wp.zeros(N, dtype=float, requires_grad=True)
+                wp.copy(c, b)
+                wp.launch(total, dim=N, inputs=[c], outputs=[loss])
+            else:
+                wp.launch(total, dim=N, inputs=[b], outputs=[loss])
             if detached:
                 wp.launch(double, dim=N, inputs=[p], outputs=[metric])
                 wp.launch(total, dim=N, inputs=[metric], outputs=[metric_total])
@@ -74,4 +82,4 @@ def main(bug: bool, detached: bool, custom: bool):
 
 if __name__ == "__main__":
     with wp.ScopedDevice("cpu"):
-        main("--bug" in sys.argv, "--detached" in sys.argv, "--custom" in sys.argv)
+        main(*(f"--{flag}" in sys.argv for flag in ("bug", "detached", "custom", "copied")))

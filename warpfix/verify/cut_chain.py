@@ -100,8 +100,9 @@ class CutChain:
         steps: list[tuple[float, Any, list[Any], list[Any]]] = [
             (op.index, op, [i.arr for i in op.reads], [i.arr for i in op.writes])
             # recorded operations only: one that runs in the block unrecorded (``record_tape=False``, under a
-            # ``record_func`` adjoint) has no backward to cut, with or without requires_grad
-            for op in tracer.ops[since:] if op.tape is tape
+            # ``record_func`` adjoint) has no backward to cut, with or without requires_grad -- but for a copy
+            # Warp left off the tape only because its source has no gradient: that source is where it is cut
+            for op in tracer.ops[since:] if op.tape is tape or _cut_copy(op, tape)
         ]  # fmt: skip
         held = self.funcs.get(id(tape))
         if held is not None and held[0] is tape:
@@ -170,6 +171,14 @@ class CutChain:
         )
         self.tracer.add_finding("WF201", path, line, msg, ("WF201", path, line), classified_as="WF201",
                                 runtime="cut-chain", array=name, family=name)  # fmt: skip
+
+
+def _cut_copy(op: Any, tape: Any) -> bool:
+    """A ``wp.copy`` that ran while ``tape`` recorded, into an array with a gradient from one without: Warp
+    records a copy only when both have gradients, so the chain through it ends at its source."""
+    if op.kind != "copy" or op.tape is not None or op.recording is not tape or not op.reads or not op.writes:
+        return False
+    return op.reads[0].arr.grad is None and all(w.arr.grad is not None for w in op.writes)
 
 
 def _unseen_writes(op: Any, reads: list[Any]) -> list[Any]:

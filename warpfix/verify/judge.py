@@ -165,9 +165,20 @@ def judge_sample(
     fd = 0.5 * (fds[k] + fds[k + 1])
     window = [fds[j] for j in range(k, len(steps)) if not blind[j]]
     slack = REL_TOL * abs(fd) + fd_floor + resolution[k + 1]
-    lo, hi = min(window) - slack, max(window) + slack
-    if lo <= ad <= hi:
+    # the steps below the agreeing pair depart from it only by roughness of the loss (the pair's truncation
+    # error is already below its gap): that loss error, |FD_j - FD| t_j, blurs FD at the pair's step too
+    rough = max((abs(fds[j] - fd) * steps[j].t for j in range(k + 2, len(steps)) if not blind[j]), default=0.0)
+    in_window = min(window) - slack <= ad <= max(window) + slack
+    if in_window and abs(ad - fd) <= slack + rough / steps[k + 1].t:  # never wider than the window itself
         return SampleJudgement(kind, ad, fd, PASS, index=index)
+    if in_window:
+        # autodiff matches only FD values of the steps where the loss is rough: no evidence either way
+        spread = ", ".join(f"{v:.4g}" for v in fds)
+        return SampleJudgement(
+            kind, ad, fd, UNRELIABLE, NOISE,
+            f"FD agrees with itself at steps {steps[k].t:.3g} and {steps[k + 1].t:.3g} ({fd:.4g}, autodiff {ad:.4g}) "
+            f"and departs from it at smaller steps, where the loss is rough ({spread})", index,
+        )  # fmt: skip
     usable = [(s, r) for s, r, b in zip(steps, resolution, blind, strict=True) if not b]
     kink = _kink_at_base(usable[-2:], base, fd, loss_ulp, noise) if base is not None and len(usable) >= 2 else ""
     if kink:
