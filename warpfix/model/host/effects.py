@@ -27,6 +27,7 @@ _EFFECT_WARP = {
 }
 _EFFECT_METHODS = {"zero_", "fill_", "assign", "backward", "zero", "reset"}
 _BUILTINS = frozenset(dir(builtins))
+_GRAD_ATTRS = frozenset({"grad", "retain_grad", "requires_grad"})
 
 Target = tuple[SourceFile, ast.AST]  # a module-level definition (def or class), or a module (its tree)
 
@@ -61,14 +62,38 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
 
-def _module_stores(src: SourceFile) -> set[str]:
-    """Names assigned outside any function (a module body binds them to whatever it computes)."""
-    hit = src.__dict__.get("_warpfix_module_stores")
-    if hit is None:
-        hit = {n.id for n in src.nodes_of(ast.Name)
-               if isinstance(n.ctx, ast.Store) and not src.enclosing_functions(n)}
-        src._warpfix_module_stores = hit  # type: ignore[attr-defined]
-    return hit
+class _Scopes:
+    """The nodes of a file the effect summary looks at, each with the functions around it (innermost
+    first), and the names each function assigns (``None``: the module body). The functions around a
+    node are found once per ancestor, not once per node."""
+
+    def __init__(self, src: SourceFile) -> None:
+        self.parents = src.parents
+        self.memo: dict[int, list[ast.FunctionDef]] = {id(src.tree): []}
+        self.nodes = [(n, scope) for n in src.nodes_of(ast.Call, ast.Attribute, ast.With)
+                      if (not isinstance(n, ast.Attribute) or n.attr in _GRAD_ATTRS) and (scope := self.around(n))]
+        self.stores: dict[int | None, set[str]] = {}
+        for n in src.nodes_of(ast.Name):
+            if isinstance(n.ctx, ast.Store):
+                scope = self.around(n)
+                self.stores.setdefault(id(scope[0]) if scope else None, set()).add(n.id)
+
+    def around(self, node: ast.AST) -> list[ast.FunctionDef]:
+        path = []
+        cur = self.parents.get(id(node))
+        while cur is not None and id(cur) not in self.memo:
+            path.append(cur)
+            cur = self.parents.get(id(cur))
+        scope = self.memo[id(cur)] if cur is not None else []
+        for anc in reversed(path):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope = [anc, *scope]  # type: ignore[list-item]
+            self.memo[id(anc)] = scope
+        return scope
+
+    def is_local(self, name: str, scope: list[ast.FunctionDef]) -> bool:
+        """A parameter or a name some enclosing function assigns (it shadows the module's)."""
+        return any(name in _params(fn) or name in self.stores.get(id(fn), ()) for fn in scope)
 
 
 class _Links:
@@ -167,12 +192,13 @@ class _Links:
             todo.extend(self.subclasses.get(id(sub), ()))
         return out
 
-    def callees(self, src: SourceFile, call: ast.Call, scope: list[ast.FunctionDef]) -> list[int] | None:
+    def callees(self, src: SourceFile, scopes: _Scopes, call: ast.Call,
+                scope: list[ast.FunctionDef]) -> list[int] | None:
         """Ids of the project functions ``call`` may run; None when it calls a parameter of the
         function it is in (a runner calling back what it was handed: an effect of its own)."""
         f = call.func
         if isinstance(f, ast.Name):
-            return self.name_callees(src, f.id, scope)
+            return self.name_callees(src, scopes, f.id, scope)
         if not isinstance(f, ast.Attribute):
             return []
         recv, name = f.value, f.attr
@@ -185,9 +211,9 @@ class _Links:
             cls = _self_class(src, scope[0], recv.id)
             if cls is not None:
                 return self.overrides(cls, name)
-            if not _is_local(src, recv.id, scope):
+            if not scopes.is_local(recv.id, scope):
                 target = self.lookup(src, recv.id)
-                if target is None and recv.id not in _module_stores(src):
+                if target is None and recv.id not in scopes.stores.get(None, ()):
                     # an unknown global (``np``): the interpreter guesses a project method only when one
                     # class has a method of that name
                     candidates = self.methods.get(name, [])
@@ -200,7 +226,8 @@ class _Links:
                     return [id(fn)] if fn is not None else []
         return self.methods.get(name, [])
 
-    def name_callees(self, src: SourceFile, name: str, scope: list[ast.FunctionDef]) -> list[int] | None:
+    def name_callees(self, src: SourceFile, scopes: _Scopes, name: str,
+                     scope: list[ast.FunctionDef]) -> list[int] | None:
         if name in _params(scope[0]):
             # a classmethod's ``cls(...)`` constructs its class, as ``Cls(...)`` would
             return [] if _cls_param_class(src, scope[0], name) is not None else None
@@ -210,7 +237,7 @@ class _Links:
                 return [id(local)]
         target = self.lookup(src, name)
         out = self.definition_callees(target) if target is not None else []
-        if _is_local(src, name, scope) or (target is None and name not in _BUILTINS):
+        if scopes.is_local(name, scope) or (target is None and name not in _BUILTINS):
             out = out + self.functions.get(name, []) + self.methods.get(name, [])  # a local bound to a function
         return out
 
@@ -263,20 +290,6 @@ def _local_def(fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
     return table.get(name)
 
 
-def _is_local(src: SourceFile, name: str, scope: list[ast.FunctionDef]) -> bool:
-    """A parameter or a name some enclosing function assigns (it shadows the module's)."""
-    stores = src.__dict__.get("_warpfix_stores")
-    if stores is None:
-        stores = {}
-        for n in src.nodes_of(ast.Name):
-            if isinstance(n.ctx, ast.Store):
-                inner = src.enclosing_functions(n)[:1]
-                if inner:
-                    stores.setdefault(id(inner[0]), set()).add(n.id)
-        src._warpfix_stores = stores  # type: ignore[attr-defined]
-    return any(name in _params(fn) or name in stores.get(id(fn), ()) for fn in scope)
-
-
 def _effectful_functions(files: dict[str, SourceFile], resolver: Resolver, library: LibraryIndex | None = None,
                          own: set[str] | frozenset[str] = frozenset()) -> set[int]:
     """Ids of the functions whose execution can produce an event (see the module docstring).
@@ -307,12 +320,10 @@ def effect_graph(files: dict[str, SourceFile], resolver: Resolver, library: Libr
     direct: dict[int, ast.AST] = {}
     for src in files.values():
         libs = _library_names(src, library, set(own))
-        for node in src.nodes_of(ast.Call, ast.Attribute, ast.With):
+        scopes = _Scopes(src)
+        for node, scope in scopes.nodes:
             hit = False
             called: list[int] | None = []
-            scope = src.enclosing_functions(node)
-            if not scope:
-                continue
             if isinstance(node, ast.Call):
                 f = node.func
                 wn = src.warp_name(f)
@@ -326,11 +337,11 @@ def effect_graph(files: dict[str, SourceFile], resolver: Resolver, library: Libr
                 else:
                     if isinstance(f, ast.Attribute):
                         hit = f.attr in _EFFECT_METHODS
-                    called = links.callees(src, node, scope)
+                    called = links.callees(src, scopes, node, scope)
                     if called is None:
                         hit, called = True, []
             elif isinstance(node, ast.Attribute):
-                hit = node.attr in ("grad", "retain_grad", "requires_grad")
+                hit = True  # ``.grad``, ``.retain_grad``, ``.requires_grad``
             else:
                 hit = any(not isinstance(i.context_expr, ast.Call) for i in node.items)
             if not hit and not called:
