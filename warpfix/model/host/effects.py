@@ -3,14 +3,16 @@
 A function is *effectful* when its body (nested definitions included) allocates, launches, copies,
 opens a tape, zeroes, touches ``.grad``, enters a ``with`` on a value, calls into a Warp-based
 library or calls what it was handed; or when it calls an effectful function. Growing a list
-(``xs.append(v)``) is not an effect, any more than ``self.x = v`` is: both only change values. Calls are linked to definitions the way the interpreter resolves them:
-a name by the module's definitions and imports (then by name, for a local the interpreter may have
-bound to a function), ``self.m()`` to ``m`` of the method's class, its bases and its subclasses,
-``super().m()`` to the bases, ``mod.f()`` / ``Cls.m()`` through the import; a method of any other
-receiver to every project method of that name (the receiver may be an instance of any project
-class), of an unknown global (``np.f()``) only to the one method the interpreter would guess. A
-constructor call ``Cls()`` is not linked to ``__init__`` (it never was: linking it turns the WF601
-finding of ``golden/WF601-attribute-loss`` off, which needs its own look)."""
+(``xs.append(v)``) is not an effect, any more than ``self.x = v`` is: both only change values.
+
+Calls are linked to definitions the way the interpreter resolves them: a name by the module's
+definitions and imports (and by name, for a local the interpreter may have bound to a function);
+``self.m()`` to ``m`` of the method's class, its bases and its subclasses; ``super().m()`` to the
+bases; ``mod.f()`` and ``Cls.m()`` through the import; a method of an unknown global (``np.f()``)
+only to the one project method the interpreter would guess; a method of any other receiver to
+every project method of that name (it may be an instance of any project class). A constructor
+call ``Cls()`` is not linked to ``__init__`` (it never was: linking it turns off the WF601 finding
+of ``golden/WF601-attribute-loss``, which needs a look of its own)."""
 
 from __future__ import annotations
 
@@ -242,10 +244,8 @@ class _Links:
         return out
 
     def definition_callees(self, target: Target) -> list[int]:
-        tsrc, node = target
-        if isinstance(node, ast.FunctionDef):
-            return [id(node)]
-        return []  # a class: its constructor is not linked (the model has relied on that; see the module docstring)
+        """A function; not a class (its constructor is not linked: see the module docstring)."""
+        return [id(target[1])] if isinstance(target[1], ast.FunctionDef) else []
 
 
 def _method_class(src: SourceFile, scope: list[ast.FunctionDef]) -> ast.ClassDef | None:
