@@ -71,3 +71,13 @@ def test_python_m_warpfix_in_a_folder_that_shadows_the_standard_library(tmp_path
                            "fit.py"], cwd=tmp_path, capture_output=True, text=True, env=env(), timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert [f["rule"] for f in json.loads(proc.stdout)["findings"]] == ["WF401"]
+
+
+def test_rules_does_not_load_the_host_interpreter(tmp_path: Path) -> None:
+    """``rules`` interprets nothing: the model's host interpreter stays unloaded."""
+    probe = ("import contextlib, io, sys\nfrom warpfix.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['rules'])\n"
+             "print('warpfix.model.host.interpreter' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env(),
+                          timeout=120)
+    assert proc.stdout.split() == ["False"], proc.stderr

@@ -9,13 +9,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from warpfix.model.facts import KernelDef, Trace
-from warpfix.model.host import HostInterpreter, iter_roots
 from warpfix.model.kernels import find_kernels, fold_func_calls
 from warpfix.model.library import LibraryIndex, shared_index
 from warpfix.model.source import SourceFile
 from warpfix.model.trace_summary import TraceSummary
+
+if TYPE_CHECKING:
+    from warpfix.model.host import HostInterpreter
 
 __all__ = ["Project", "SourceFile", "build_project", "module_name_for"]
 
@@ -65,6 +68,9 @@ class Project:
         """Host traces, each yielded as soon as its root is interpreted: each file's module body,
         then every function or method no module body reached. A consumer that keeps no trace holds
         one root's events at a time, whatever the size of the project."""
+        # imported here: commands that interpret nothing (``rules``) do not load the interpreter
+        from warpfix.model.host import HostInterpreter
+
         by_module: dict[str, SourceFile] = {}
         for src in self.files.values():
             by_module.setdefault(src.module_name, src)
@@ -87,6 +93,8 @@ class Project:
         return summary
 
     def _interpret(self, interp: HostInterpreter) -> Iterator[Trace]:
+        from warpfix.model.host import iter_roots
+
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
         for src in relevant:

@@ -54,7 +54,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
                         self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
                         if _is_property(stmt):
                             self.property_names.add(stmt.name)
-        self.effectful = _effectful_functions(files, library, set(self.module_suffixes))
+        self.effectful = _effectful_functions(files, self, library, set(self.module_suffixes))
         self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
         self.call_limits: list[int] = []
         self.loop_nodes: dict[int, list[ast.AST]] = {}  # id(for loop) -> every node of its body
