@@ -178,8 +178,34 @@ def test_classify_a_loss_that_blows_up_under_perturbation_decides_nothing():
     v = classify([blown, sample(-0.0005, -0.0042)])
     assert v.verdict == judge.UNRELIABLE
     assert v.reason.startswith(judge.NON_FINITE) and "1 of 2" in v.reason
-    # without a failing sample the finite ones still pass
-    assert classify([blown, sample(-0.0042, -0.0042)]).verdict == judge.PASS
+    # without a failing sample the finite ones still pass, when there are enough of them
+    assert classify([blown, sample(-0.0042, -0.0042), sample(0.003, 0.003)]).verdict == judge.PASS
+    assert classify([blown, sample(-0.0042, -0.0042)]).reason.startswith(judge.INSUFFICIENT)
+
+
+def unjudged(reason: str) -> judge.SampleJudgement:
+    return judge.SampleJudgement("element", 1.0, None, judge.UNRELIABLE, reason, "FD cannot judge")
+
+
+def test_classify_one_agreeing_sample_among_unjudged_ones_is_no_pass():
+    v = classify([sample(1.0, 1.0)] + [unjudged(judge.KINK_OR_CHAOS)] * 4 + [unjudged(judge.NOISE)])
+    assert (v.verdict, v.signature) == (judge.UNRELIABLE, "")
+    assert v.reason.startswith(judge.INSUFFICIENT)
+    assert "1 of 6" in v.reason and f"{judge.KINK_OR_CHAOS} x4" in v.reason and f"{judge.NOISE} x1" in v.reason
+    # one agreeing and one unjudged of two: half the parameter untested
+    assert classify([sample(1.0, 1.0), unjudged(judge.BELOW_RESOLUTION)]).verdict == judge.UNRELIABLE
+
+
+def test_classify_a_pass_needs_agreeing_samples_not_outnumbered_by_unjudged_ones():
+    agree = [sample(1.0, 1.0), sample(2.0, 2.0), sample(-3.0, -3.0, "direction")]
+    assert classify(agree[:2] + [unjudged(judge.KINK_OR_CHAOS)] * 3).verdict == judge.UNRELIABLE
+    assert classify(agree + [unjudged(judge.KINK_OR_CHAOS)] * 3).verdict == judge.PASS  # warp.fem's elastic_shape
+
+
+def test_classify_a_scalar_parameter_passes_on_its_one_sample():
+    # one element is the whole parameter: its one agreeing sample is all the evidence there is
+    assert classify([sample(1.0, 1.0)]).verdict == judge.PASS
+    assert classify([sample(1.0, 1.0), sample(2.0, 2.0)]).verdict == judge.PASS
 
 
 def test_mismatch_at_a_kink_at_the_evaluation_point_is_unreliable():

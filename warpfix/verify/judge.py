@@ -12,6 +12,7 @@ function of ``t`` and compare directly.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,8 @@ FACTOR_SPREAD = 0.05
 #: gap 10x, while a kink's gap stays: a gap that keeps more than the geometric mean of the two cases
 #: ((t2/t1) ** 0.5 of it) is a kink.
 KINK_SHRINK_EXPONENT = 0.5
+#: A parameter passes on at least this many reliable agreeing samples (or all of them, when fewer were taken).
+MIN_PASSING = 2
 
 PASS = "pass"
 FAIL = "fail"
@@ -262,6 +265,24 @@ def _nice_factor(r: float) -> str:
     return f"{r:.4g}x"
 
 
+def _pass_or_insufficient(samples: list[SampleJudgement], max_rel: float | None, ratio: float | None) -> ParamVerdict:
+    """PASS when enough of the samples, none failing, could be judged; UNRELIABLE (insufficient-samples) otherwise.
+
+    A pass needs MIN_PASSING reliable passing samples (all of them when fewer were taken: a scalar has one) and no
+    more unreliable samples than reliable ones: one agreeing perturbation among five FD could not judge says
+    little about the rest of the parameter, just as a pass on fewer perturbations than planned would not.
+    """
+    passing = [s for s in samples if s.status == PASS]
+    unreliable = [s for s in samples if s.status == UNRELIABLE]
+    if len(passing) >= min(MIN_PASSING, len(samples)) and len(passing) >= len(unreliable):
+        return ParamVerdict(PASS, "", max_rel, ratio, samples=samples)
+    reasons = ", ".join(f"{r} x{n}" for r, n in sorted(Counter(s.reason for s in unreliable).items()))
+    why = (f"{INSUFFICIENT}: FD agrees with autodiff on {len(passing)} of {len(samples)} perturbation(s) and cannot "
+           f"judge the other {len(unreliable)} ({reasons}); a pass needs at least {min(MIN_PASSING, len(samples))} "
+           "agreeing and no more unjudged than agreeing")  # fmt: skip
+    return ParamVerdict(UNRELIABLE, "", max_rel, ratio, why, samples)
+
+
 def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> ParamVerdict:
     """Aggregate the sample judgements of one parameter into a verdict and a WF901 signature.
 
@@ -297,7 +318,7 @@ def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> Par
         detail = next((s.detail for s in samples if s.detail), "")
         return ParamVerdict(UNRELIABLE, "", None, None, ", ".join(reasons) + (f": {detail}" if detail else ""), samples)
     if not failing:
-        return ParamVerdict(PASS, "", max_rel, ratio, samples=samples)
+        return _pass_or_insufficient(samples, max_rel, ratio)
 
     if all(s.ad == 0.0 for s in failing) and all(s.ad == 0.0 for s in reliable):
         return ParamVerdict(FAIL, "all-zero", max_rel, 0.0, samples=samples)
