@@ -11,6 +11,7 @@ import pytest
 
 from warpfix.engine import parse_file, run_rules
 from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.fixes import compute_edits
 from warpfix.model import build_project
 from warpfix.model.library import LibraryIndex
 
@@ -128,9 +129,12 @@ def test_repeated_accumulating_launch(program: str, dup: str, index: LibraryInde
     first = _line(buggy, "wp.launch(push")
     found = [f for f in _check(buggy, index) if f.rule == "WF502"]
     assert [(f.span.line, f.severity) for f in found] == [(first + 1, Severity.ERROR)]
-    # deleting a repeated accumulation changes the forward values: no safe fix
-    assert found[0].fix.safety is FixSafety.NONE
+    # deleting a repeated accumulation changes the forward values: an unsafe fix, never a safe one
+    assert found[0].fix.safety is FixSafety.UNSAFE
     assert _check(program.format(dup=""), index) == []
+    assert compute_edits({"prog.py": buggy}, found).new_sources == {}
+    assert "needs --unsafe-fixes" in compute_edits({"prog.py": buggy}, found).skipped[0][1]
+    assert compute_edits({"prog.py": buggy}, found, unsafe=True).new_sources == {"prog.py": program.format(dup="")}
 
 
 def test_repeated_accumulating_launch_in_fem_example(index: LibraryIndex) -> None:

@@ -34,7 +34,8 @@ class DuplicateLaunch(Rule):
             "adjoint is not consumed by the store (outputs with `retain_grad=True`, adjoints passed in from "
             "outside) the inputs receive the gradient twice. It is an error when an output retains its gradient, "
             "a warning otherwise. An accumulating kernel repeated counts its contribution twice in the forward "
-            "and the backward alike: an error, with no automatic fix (deleting it changes the forward values)."
+            "and the backward alike: an error, whose fix (delete the repeat) is unsafe, because it changes the "
+            "forward values: the contribution is then counted once."
         ),
         example="""
 with tape:
@@ -47,7 +48,13 @@ with tape:
     wp.launch(compute_forces, dim=n, inputs=[q, k], outputs=[f])
     wp.launch(integrate, dim=n, inputs=[q, v, f], outputs=[q1, v1])
 """,
-        fix="Safe: the kernel is idempotent on its outputs, so deleting the repeat leaves every value unchanged.",
+        fix=(
+            "Safe for a kernel that only stores into its outputs: it is idempotent there, so deleting the repeat "
+            "leaves every value unchanged. Unsafe (`--unsafe-fixes`) for an accumulating kernel: deleting the "
+            "repeat counts the contribution once, so the forward values change; right when the launch was "
+            "pasted twice by mistake, wrong when the double count is meant (write it as one launch with a "
+            "factor of 2 then)."
+        ),
     )
     _PREFIX = """
 import warp as wp
@@ -125,9 +132,9 @@ tape.backward(loss)
                     f"{message}: it accumulates into {into} a second time, so the forward counts the "
                     "contribution twice and backward hands its inputs the adjoint twice",
                     severity=Severity.ERROR,
-                    fix_safety=FixSafety.NONE,
-                    fix_description="delete the repeat if it was pasted by mistake (this changes the forward "
-                    "values, so it is not automatic)",
+                    fix_safety=FixSafety.UNSAFE,
+                    fix_description="Delete the repeated launch (unsafe: the contribution is then counted once, "
+                    "so the forward values change; right if the launch was pasted twice by mistake)",
                     data={"accumulates": True},
                     related=((first.span, "first launch"),),
                 )
