@@ -356,11 +356,7 @@ class FiniteDifferences:
             samples.append(judge.judge_sample(kind, ad_v, steps, loss_ulp, noise=noise, fd_floor=floor, index=idx,
                                               base=replayed))
         chaos = any(abs(s.ad) > 1e4 * (abs(loss_value) + 1.0) for s in samples if math.isfinite(s.ad))
-        verdict = judge.classify(samples, chaos_hint=chaos)
-        if verdict.verdict == judge.PASS and len(samples) < planned:  # agreement on too few samples proves nothing
-            verdict.verdict = judge.UNRELIABLE
-            verdict.reason = (f"{judge.INSUFFICIENT}: FD agrees with autodiff on the {len(samples)} perturbation(s) "
-                              f"it measured, fewer than the {planned} a pass needs")  # fmt: skip
+        verdict = judge.classify(samples, chaos_hint=chaos, planned=planned)
         if verdict.verdict == judge.FAIL and verdict.signature != "NaN/inf":
             held = held_constant(self.ops, plan, info)
             cut = put_back_downstream(self.ops, plan, info) if held is None else None

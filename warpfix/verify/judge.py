@@ -265,29 +265,36 @@ def _nice_factor(r: float) -> str:
     return f"{r:.4g}x"
 
 
-def _pass_or_insufficient(samples: list[SampleJudgement], max_rel: float | None, ratio: float | None) -> ParamVerdict:
+def _pass_or_insufficient(samples: list[SampleJudgement], max_rel: float | None, ratio: float | None,
+                          planned: int | None) -> ParamVerdict:
     """PASS when enough of the samples, none failing, could be judged; UNRELIABLE (insufficient-samples) otherwise.
 
     A pass needs MIN_PASSING reliable passing samples (all of them when fewer were taken: a scalar has one) and no
     more unreliable samples than reliable ones: one agreeing perturbation among five FD could not judge says
-    little about the rest of the parameter, just as a pass on fewer perturbations than planned would not.
+    little about the rest of the parameter; nor does a pass on fewer perturbations than the ``planned`` ones
+    (the FD budget ran out).
     """
     passing = [s for s in samples if s.status == PASS]
     unreliable = [s for s in samples if s.status == UNRELIABLE]
-    if len(passing) >= min(MIN_PASSING, len(samples)) and len(passing) >= len(unreliable):
-        return ParamVerdict(PASS, "", max_rel, ratio, samples=samples)
-    reasons = ", ".join(f"{r} x{n}" for r, n in sorted(Counter(s.reason for s in unreliable).items()))
-    why = (f"{INSUFFICIENT}: FD agrees with autodiff on {len(passing)} of {len(samples)} perturbation(s) and cannot "
-           f"judge the other {len(unreliable)} ({reasons}); a pass needs at least {min(MIN_PASSING, len(samples))} "
-           "agreeing and no more unjudged than agreeing")  # fmt: skip
-    return ParamVerdict(UNRELIABLE, "", max_rel, ratio, why, samples)
+    if not (len(passing) >= min(MIN_PASSING, len(samples)) and len(passing) >= len(unreliable)):
+        reasons = ", ".join(f"{r} x{n}" for r, n in sorted(Counter(s.reason for s in unreliable).items()))
+        why = (f"{INSUFFICIENT}: FD agrees with autodiff on {len(passing)} of {len(samples)} perturbation(s) and "
+               f"cannot judge the other {len(unreliable)} ({reasons}); a pass needs at least "
+               f"{min(MIN_PASSING, len(samples))} agreeing and no more unjudged than agreeing")  # fmt: skip
+        return ParamVerdict(UNRELIABLE, "", max_rel, ratio, why, samples)
+    if planned is not None and len(samples) < planned:
+        why = (f"{INSUFFICIENT}: FD agrees with autodiff on the {len(samples)} perturbation(s) it measured, fewer "
+               f"than the {planned} a pass needs")  # fmt: skip
+        return ParamVerdict(UNRELIABLE, "", max_rel, ratio, why, samples)
+    return ParamVerdict(PASS, "", max_rel, ratio, samples=samples)
 
 
-def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> ParamVerdict:
+def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False, planned: int | None = None) -> ParamVerdict:
     """Aggregate the sample judgements of one parameter into a verdict and a WF901 signature.
 
     Signatures: ``all-zero``, ``NaN/inf``, ``constant factor <f>``, ``sparse``, ``dense``.
-    (``cross-window`` is decided by the caller, which knows the window structure.)
+    (``cross-window`` is decided by the caller, which knows the window structure.) ``planned``: how many
+    perturbations the caller meant to measure, when its budget may have cut them short.
     """
     reliable = [s for s in samples if s.status != UNRELIABLE]
     rel_errs = [e for s in reliable if (e := s.rel_err) is not None]
@@ -318,7 +325,7 @@ def classify(samples: list[SampleJudgement], *, chaos_hint: bool = False) -> Par
         detail = next((s.detail for s in samples if s.detail), "")
         return ParamVerdict(UNRELIABLE, "", None, None, ", ".join(reasons) + (f": {detail}" if detail else ""), samples)
     if not failing:
-        return _pass_or_insufficient(samples, max_rel, ratio)
+        return _pass_or_insufficient(samples, max_rel, ratio, planned)
 
     if all(s.ad == 0.0 for s in failing) and all(s.ad == 0.0 for s in reliable):
         return ParamVerdict(FAIL, "all-zero", max_rel, 0.0, samples=samples)
