@@ -107,6 +107,7 @@ class _Links:
         self.functions: dict[str, list[int]] = {}  # name -> ids of every def that is not a method
         self.subclasses: dict[int, list[ast.ClassDef]] = {}
         self.class_file: dict[int, SourceFile] = {}
+        self.local_defs: dict[int, dict[str, ast.FunctionDef]] = {}  # id(function) -> the defs in its body
         for src in files.values():
             for fn in src.nodes_of(ast.FunctionDef):
                 owner = src.parents.get(id(fn))
@@ -234,7 +235,7 @@ class _Links:
             # a classmethod's ``cls(...)`` constructs its class, as ``Cls(...)`` would
             return [] if _cls_param_class(src, scope[0], name) is not None else None
         for fn in scope:
-            local = _local_def(fn, name)
+            local = self.local_def(fn, name)
             if local is not None:
                 return [id(local)]
         target = self.lookup(src, name)
@@ -242,6 +243,20 @@ class _Links:
         if scopes.is_local(name, scope) or (target is None and name not in _BUILTINS):
             out = out + self.functions.get(name, []) + self.methods.get(name, [])  # a local bound to a function
         return out
+
+    def local_def(self, fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
+        """The function ``name`` defined in ``fn``'s body (not in a nested class or function)."""
+        table = self.local_defs.get(id(fn))
+        if table is None:
+            table = self.local_defs[id(fn)] = {}
+            todo = list(fn.body)
+            while todo:
+                stmt = todo.pop()
+                if isinstance(stmt, ast.FunctionDef):
+                    table.setdefault(stmt.name, stmt)
+                elif not isinstance(stmt, (ast.ClassDef, ast.AsyncFunctionDef)):
+                    todo.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt))
+        return table.get(name)
 
     def definition_callees(self, target: Target) -> list[int]:
         """A function; not a class (its constructor is not linked: see the module docstring)."""
@@ -275,21 +290,6 @@ def _cls_param_class(src: SourceFile, fn: ast.FunctionDef, name: str) -> ast.Cla
     return None
 
 
-def _local_def(fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
-    table = fn.__dict__.get("_warpfix_local_defs")
-    if table is None:
-        table = {}
-        todo = list(fn.body)
-        while todo:
-            stmt = todo.pop()
-            if isinstance(stmt, ast.FunctionDef):
-                table.setdefault(stmt.name, stmt)
-            elif not isinstance(stmt, (ast.ClassDef, ast.AsyncFunctionDef)):
-                todo.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt))
-        fn._warpfix_local_defs = table  # type: ignore[attr-defined]
-    return table.get(name)
-
-
 def _effectful_functions(files: dict[str, SourceFile], resolver: Resolver, library: LibraryIndex | None = None,
                          own: set[str] | frozenset[str] = frozenset()) -> set[int]:
     """Ids of the functions whose execution can produce an event (see the module docstring).
@@ -310,14 +310,12 @@ def _effectful_functions(files: dict[str, SourceFile], resolver: Resolver, libra
     return effectful
 
 
-
 def effect_graph(files: dict[str, SourceFile], resolver: Resolver, library: LibraryIndex | None,
-                 own: set[str] | frozenset[str]) -> tuple[dict[int, ast.AST], dict[int, set[int]]]:
-    """(id of each directly effectful function -> its first effect, id of each function -> ids of the
-    functions it may call)."""
+                 own: set[str] | frozenset[str]) -> tuple[set[int], dict[int, set[int]]]:
+    """(ids of the directly effectful functions, id of each function -> ids of the functions it may call)."""
     links = _Links(files, resolver)
     calls: dict[int, set[int]] = {}
-    direct: dict[int, ast.AST] = {}
+    direct: set[int] = set()
     for src in files.values():
         libs = _library_names(src, library, set(own))
         scopes = _Scopes(src)
@@ -348,7 +346,7 @@ def effect_graph(files: dict[str, SourceFile], resolver: Resolver, library: Libr
                 continue
             for fn in scope:
                 if hit:
-                    direct.setdefault(id(fn), node)
+                    direct.add(id(fn))
                 if called:
                     calls.setdefault(id(fn), set()).update(called)
     return direct, calls
