@@ -9,23 +9,16 @@ Usage: python bench/darcy_kink.py [--iters 2] [--resolution 12]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 import numpy as np
 import warp as wp
 import warp.examples.fem.utils as fem_utils
 import warp.fem as fem
 
+from bench._kink import load_example, print_slopes
 from bench.mutants.programs import SITE
 
 EXAMPLE = SITE / "warp" / "examples" / "fem" / "example_darcy_ls_optimization.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("darcy_ls", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def loss_and_grad(prog, ex, ls: np.ndarray, v: np.ndarray, backward: bool) -> tuple[float, np.ndarray | None]:
@@ -81,7 +74,7 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=12)
     args = parser.parse_args()
     wp.set_device("cpu")
-    prog = load_example()
+    prog = load_example(EXAMPLE, "darcy_ls")
     # the example's command-line defaults (degree 1, dt 0.05, simp 3)
     ex = prog.Example(quiet=True, degree=1, resolution=args.resolution, dt=0.05, simp=3.0, k_min=0.0)
     rng = np.random.default_rng(0)
@@ -90,15 +83,8 @@ def main() -> None:
         shape = ex._level_set_velocity_field.dof_values.numpy().shape
         for offset in (0.0, 1e-3, 1e-2):
             v0 = (offset * rng.uniform(0.2, 1.0, shape) * rng.choice([-1, 1], shape)).astype(np.float32)
-            base, grad = loss_and_grad(prog, ex, ls, v0, backward=True)
-            direction = grad / np.linalg.norm(grad)
-            ad = float(np.linalg.norm(grad))
-            for h in (1e-3, 1e-4):
-                plus, _ = loss_and_grad(prog, ex, ls, (v0 + h * direction).astype(np.float32), False)
-                minus, _ = loss_and_grad(prog, ex, ls, (v0 - h * direction).astype(np.float32), False)
-                fd = (plus - minus) / (2 * h)
-                print(f"iter {it} base |v|~{offset:g} h={h:g}: AD {ad:.5g}  FD central {fd:.5g} "
-                      f"right {(plus - base) / h:.5g} left {(base - minus) / h:.5g}  AD/FD {ad / fd:.3f}")  # fmt: skip
+            print_slopes(lambda v, backward, ls=ls: loss_and_grad(prog, ex, ls, v, backward), v0, (1e-3, 1e-4),
+                         f"iter {it} base |v|~{offset:g}")  # fmt: skip
         ex._level_set_field.dof_values.assign(ls)
         ex.step()
 

@@ -10,7 +10,6 @@ Usage: python bench/fluid_kink.py [--frames 8] [--pressure-iterations 10] [--cus
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,17 +17,10 @@ import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._kink import load_example, print_slopes  # noqa: E402
 from bench.mutants.programs import SITE  # noqa: E402
 
 OPTIM = SITE / "warp" / "examples" / "optim"
-
-
-def load_example(custom_backward: bool):
-    name = "example_fluid_checkpoint_custom_backward" if custom_backward else "example_fluid_checkpoint"
-    spec = importlib.util.spec_from_file_location(name, OPTIM / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Runner:
@@ -63,25 +55,17 @@ def main() -> None:
     parser.add_argument("--custom-backward", action="store_true", help="the custom-backward variant of the example")
     args = parser.parse_args()
     wp.set_device("cpu")
-    prog = load_example(args.custom_backward)
+    name = "example_fluid_checkpoint_custom_backward" if args.custom_backward else "example_fluid_checkpoint"
+    prog = load_example(OPTIM / f"{name}.py", name)
     ex = prog.Example(sim_steps=args.frames, pressure_iterations=args.pressure_iterations,
                       segment_size=args.segment_size)  # fmt: skip
     run = Runner(ex)
     shape = run.start[0].shape
-    n = run.start[0].size
     rng = np.random.default_rng(0)
     for offset in (0.0, 1e-2, 1e-1):
         v0 = (offset * rng.uniform(0.2, 1.0, (2, *shape)) * rng.choice([-1, 1], (2, *shape))).astype(np.float32)
-        base, grad = run.loss(v0[0], v0[1], backward=True)
-        direction = grad / np.linalg.norm(grad)
-        ad = float(np.linalg.norm(grad))
-        for h in (1e-1, 1e-2, 1e-3):
-            v = [(v0.ravel() + sign * h * direction).astype(np.float32) for sign in (1.0, -1.0)]
-            plus, _ = run.loss(v[0][:n].reshape(shape), v[0][n:].reshape(shape), False)
-            minus, _ = run.loss(v[1][:n].reshape(shape), v[1][n:].reshape(shape), False)
-            fd = (plus - minus) / (2 * h)
-            print(f"base |v|~{offset:g} h={h:g}: AD {ad:.5g}  FD central {fd:.5g} right {(plus - base) / h:.5g} "
-                  f"left {(base - minus) / h:.5g}  AD/FD {ad / fd:.3f}", flush=True)  # fmt: skip
+        print_slopes(lambda v, backward: run.loss(v[0], v[1], backward), v0, (1e-1, 1e-2, 1e-3),
+                     f"base |v|~{offset:g}")  # fmt: skip
 
 
 if __name__ == "__main__":
