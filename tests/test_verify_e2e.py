@@ -224,6 +224,14 @@ def test_cli_json_output_and_exit_code():
     k = next(p for p in b["params"] if p["name"] == "k")
     assert {"name", "max_rel_err", "verdict", "signature"} <= set(k)
     assert (k["verdict"], k["signature"]) == ("fail", "all-zero")
+    # every perturbation the verdict rests on, with its ladder, and the counts a reader audits it by
+    samples = k["samples"]
+    assert 0 < len(samples) <= k["counts"]["planned"]
+    assert all(s["ad"] == 0.0 and s["kind"] in ("element", "direction") and len(s["steps"]) >= 2 for s in samples)
+    assert {st: n for st, n in k["counts"].items() if st != "planned"} == {
+        st: sum(s["status"] == st for s in samples) for st in {s["status"] for s in samples}
+    }
+    assert k["counts"].get("fail", 0) >= 1
     assert any(f["rule"] == "WF901" and f["path"] == "springs/train.py" for f in doc["findings"])
 
 

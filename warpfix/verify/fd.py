@@ -384,6 +384,8 @@ class FiniteDifferences:
             "max_rel_err": verdict.max_rel_err,
             "ad_fd_ratio": verdict.ad_fd_ratio,
             "reason": "; ".join(r for r in (verdict.reason, base.get("reason", "")) if r),
+            "planned": planned,
+            "samples": [_sample_json(s, steps) for s, (_, _, _, steps) in zip(samples, ladders, strict=True)],
         }
 
     def rung_measure(
@@ -494,3 +496,21 @@ class _BudgetSpent(Exception):
 def _has_non_finite(arr: Any) -> bool:
     values = arr.numpy()
     return values.dtype.kind in "fc" and not bool(np.all(np.isfinite(values)))
+
+
+def _sample_json(sample: judge.SampleJudgement, steps: list[judge.StepResult]) -> dict[str, Any]:
+    """One perturbation as the JSON report gives it: what autodiff and FD said, the verdict on it, and the FD
+    value at each step of its ladder (non-finite numbers as strings: JSON has none)."""
+    return {
+        "kind": sample.kind,
+        "index": sample.index,
+        "ad": _json_float(sample.ad),
+        "fd": _json_float(sample.fd),
+        "status": sample.status,
+        "reason": sample.reason,
+        "steps": [[s.t, _json_float(s.fd)] for s in steps],
+    }
+
+
+def _json_float(x: float | None) -> float | str | None:
+    return x if x is None or math.isfinite(x) else repr(float(x))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,12 @@ class ParamResult:
     ad_fd_ratio: float | None
     reason: str = ""  # why FD is unreliable (WF904), or extra detail
     ad_sketch: dict[str, Any] | None = None  # the autodiff gradient in a few numbers (warpfix.verify.sketch)
+    # each perturbation FD measured (kind, index, ad, fd, status, reason, [step, fd] per rung of its ladder)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    planned: int | None = None  # how many perturbations a verdict was to rest on (the budget may cut them)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "max_rel_err": self.max_rel_err,
             "ad_fd_ratio": self.ad_fd_ratio,
@@ -45,6 +49,10 @@ class ParamResult:
             "signature": self.signature,
             "reason": self.reason,
         }
+        if self.samples:
+            out["counts"] = dict(Counter(s["status"] for s in self.samples), planned=self.planned)
+            out["samples"] = self.samples
+        return out
 
 
 @dataclass
@@ -182,6 +190,8 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
                     ad_fd_ratio=p.get("ad_fd_ratio"),
                     reason=p.get("reason", ""),
                     ad_sketch=p.get("ad_sketch"),
+                    samples=list(p.get("samples", [])),
+                    planned=p.get("planned"),
                 )
                 for p in b.get("params", [])
             ],
