@@ -14,6 +14,10 @@ nested in another loop, holds ``break``/``continue``, or its bound is not a plai
 launch passes something else than a literal or a module-level constant assigned once, launches
 disagree, the constant exceeds 16, no launch is found, or the kernel is used other than launched.
 
+When the bound cannot be made static and the finding is a use after the loop (not a carry inside
+it), the loop moves into a new ``@wp.func`` instead (``codemods._loop_to_func``), where its shape
+allows; the report then gives both reasons when neither applies.
+
 Finding data: ``loop_line`` (the loop's ``for`` line). Without it, the span's line is the hazard
 inside the loop, or the use after it (the kernel must then hold one such loop).
 """
@@ -26,7 +30,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from codemods._base import FindingCommand
+from codemods._base import FindingCommand, NotApplicable
+from codemods._loop_to_func import NotExtractable, loop_into_func
 from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from codemods.wf401_kernel_output import is_kernel
 
@@ -162,6 +167,19 @@ class StaticLoopBound(FindingCommand):
             if any(isinstance(n, cst.For) for n in self.ancestors(loops[0])):
                 raise self.not_applicable("the loop is nested in another loop")
         loop = loops[0]
+        try:
+            self.static_bound(func, loop, params)
+        except NotApplicable as refused:
+            if any(n is loop for n in self.ancestors(stmt)):  # a carry inside the loop: a function would keep it
+                raise
+            static_why = str(refused).removeprefix(f"line {self.line}: ")
+            try:
+                self.context.scratch["summary"] = loop_into_func(self, func, loop)
+            except NotExtractable as why:
+                raise self.not_applicable(f"{static_why}; nor can the loop become a @wp.func: {why}") from None
+
+    def static_bound(self, func: cst.FunctionDef, loop: cst.For, params: list[str]) -> None:
+        """``range(n)`` -> ``range(wp.static(C))`` when every launch passes the same constant ``C``."""
         param = _bound_param(loop, params)
         if param is None:
             raise self.not_applicable(f"the loop bound `{self.code(loop.iter)}` is not `range(<parameter>)`")

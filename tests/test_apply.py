@@ -109,9 +109,9 @@ STRUCT_BOUND = textwrap.dedent("""\
     @wp.kernel
     def shade(x: wp.array(dtype=float), lights: Lights, loss: wp.array(dtype=float)):
         i = wp.tid()
-        s = float(0.0)
+        s = float(1.0)
         for _j in range(lights.n):
-            s = s + x[i]
+            s = s * x[i]
         wp.atomic_add(loss, 0, s * x[i])
 
 

@@ -156,3 +156,81 @@ def test_post_processing_refused_when_another_file_calls_the_func() -> None:
     other = "from sim import weighted_mean\n"
     new, reason = _fix({"sim.py": FUNC, "other.py": other + "y = weighted_mean(a, b, 0, 4)\n"}, _finding(11))
     assert new == {} and "also called from other.py" in reason, reason
+
+
+SHADE = '''import warp as wp
+
+
+@wp.struct
+class Lights:
+    dirs: wp.array(dtype=wp.vec3)
+    n: int
+
+
+@wp.kernel
+def shade(normals: wp.array(dtype=wp.vec3), albedo: wp.array(dtype=float), lights: Lights,
+          image: wp.array(dtype=float)):
+    i = wp.tid()
+    color = albedo[i]
+    lambert = float(0.0)
+    # lambertian lighting
+    for j in range(lights.n):
+        val = wp.dot(normals[i], lights.dirs[j])
+        if val < 0.0:
+            val = 0.0
+        lambert = lambert + val
+    image[i] = lambert * color
+'''
+SHADE_LOOP = '''    for j in range(lights.n):
+        val = wp.dot(normals[i], lights.dirs[j])
+        if val < 0.0:
+            val = 0.0
+        lambert = lambert + val
+'''
+
+
+def test_a_loop_whose_bound_cannot_be_static_becomes_a_func() -> None:
+    """diffray's shape: the bound is a struct field; the use after the loop moves to the value a @wp.func returns."""
+    new, why = _fix({"sim.py": SHADE}, _finding(22, loop_line=17, after_loop=True))
+    func = ("@wp.func\ndef _shade_loop(lights: Any, normals: Any, i: Any, lambert: Any):\n"
+            + SHADE_LOOP + "    return lambert\n")
+    want = (SHADE.replace("import warp as wp\n", "import warp as wp\nfrom typing import Any\n")
+            .replace(SHADE_LOOP, "    lambert = _shade_loop(lights, normals, i, lambert)\n")
+            .replace("@wp.kernel\n", func + "\n\n@wp.kernel\n"))
+    assert new == {"sim.py": want}, new.get("sim.py")
+    assert "is not `range(<parameter>)`" not in why and "loop into a @wp.func" in why
+    assert "# lambertian lighting\n    lambert = _shade_loop(" in new["sim.py"]  # the comment stays with the call
+    again, _ = _fix(new, _finding(22, loop_line=17, after_loop=True))
+    assert again == {}  # nothing left to move: the line now reads the call's value
+
+
+def test_several_values_the_loop_sums_come_back_as_a_tuple() -> None:
+    code = SHADE.replace("        lambert = lambert + val\n", "        lambert = lambert + val\n        hits += 1.0\n")
+    code = code.replace("    lambert = float(0.0)\n", "    lambert = float(0.0)\n    hits = float(0.0)\n")
+    code = code.replace("    image[i] = lambert * color\n", "    image[i] = lambert * color / hits\n")
+    new, _ = _fix({"sim.py": code}, _finding(24, loop_line=18, after_loop=True))
+    assert "    lambert, hits = _shade_loop(lights, normals, i, lambert, hits)\n" in new["sim.py"]
+    assert "    return lambert, hits\n" in new["sim.py"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (("lambert = lambert + val", "lambert = lambert * val"), "carried across iterations by `lambert = lambert * val`"),
+        (("lambert = lambert + val", "lambert = lambert + val * lambert"), "not summed"),
+        (("            val = 0.0\n", "            break\n"), "holds `break`"),
+        (("    image[i] = lambert * color\n", "    image[i] = lambert * color * val\n"),
+         "`val` is first assigned in the loop and read after it"),
+        (("    color = albedo[i]\n", "    color = albedo[i]\n    v = wp.vec3()\n"),
+         "the loop updates `v[0]` in place"),
+    ],
+)
+def test_a_loop_that_is_not_a_sum_stays(change: tuple[str, str], why: str) -> None:
+    code = SHADE.replace(*change)
+    if change[1].endswith("v = wp.vec3()\n"):  # the loop updates a local vector in place
+        code = code.replace("        lambert = lambert + val\n", "        v[0] = val\n").replace(
+            "lambert * color\n", "v[0] * color\n")
+    loop = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("    for j"))
+    use = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("    image[i]"))
+    new, reason = _fix({"sim.py": code}, _finding(use, loop_line=loop, after_loop=True))
+    assert new == {} and "nor can the loop become a @wp.func" in reason and why in reason, reason

@@ -23,8 +23,9 @@ class DynamicLoopCarry(Rule):
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
     fix_description = (
-        "make the loop bound static (wp.static / a constant <= max_unroll), or accumulate additively "
-        "(the exponent, for a product of exp) into an array and finish in a second kernel"
+        "make the loop bound static (wp.static / a constant <= max_unroll), move a summing loop into a "
+        "@wp.func whose result the code after it uses, or accumulate additively (the exponent, for a "
+        "product of exp) into an array and finish in a second kernel"
     )
     doc = RuleDoc(
         what=(
@@ -58,11 +59,14 @@ def product(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     out[0] = p
 """,
         fix=(
-            "Safe, in two mechanical shapes (both keep every forward value: the same operations in the same "
+            "Safe, in three mechanical shapes (all keep every forward value: the same operations in the same "
             "order): when every launch of the kernel, through imports, passes the loop bound as the same "
             "constant <= max_unroll (16), the bound becomes `wp.static(C)` and the loop is unrolled; in a "
             "`@wp.func` whose final `return` post-processes the loop's accumulators (`return s / t`), the "
-            "function returns them (`return s, t`) and every caller in the file does the division. Any other "
+            "function returns them (`return s, t`) and every caller in the file does the division; otherwise, "
+            "for a use after a kernel's loop whose carried values are all sums (`lambert = lambert + val` over "
+            "`range(lights.num_lights)`), the loop moves into a new generic `@wp.func` that returns them, and "
+            "the kernel uses the returned values (its backward replays the function's loop). Any other "
             "shape is skipped with the reason: an additive accumulation stored to an array and finished by a "
             "later kernel, per-iteration values in an array, or `exp` of a summed exponent are by hand "
             "(`wp.pow` and `exp(a + b)` are not bit-identical to the repeated product)."
