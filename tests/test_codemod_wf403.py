@@ -221,6 +221,7 @@ def test_several_values_the_loop_sums_come_back_as_a_tuple() -> None:
         (("            val = 0.0\n", "            break\n"), "holds `break`"),
         (("    image[i] = lambert * color\n", "    image[i] = lambert * color * val\n"),
          "`val` is first assigned in the loop and read after it"),
+        (("for j in range(lights.n)", "for i in range(lights.n)"), "the loop variable `i` is also a variable"),
         (("    color = albedo[i]\n", "    color = albedo[i]\n    v = wp.vec3()\n"),
          "the loop updates `v[0]` in place"),
     ],
@@ -230,7 +231,7 @@ def test_a_loop_that_is_not_a_sum_stays(change: tuple[str, str], why: str) -> No
     if change[1].endswith("v = wp.vec3()\n"):  # the loop updates a local vector in place
         code = code.replace("        lambert = lambert + val\n", "        v[0] = val\n").replace(
             "lambert * color\n", "v[0] * color\n")
-    loop = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("    for j"))
+    loop = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("    for "))
     use = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("    image[i]"))
     new, reason = _fix({"sim.py": code}, _finding(use, loop_line=loop, after_loop=True))
     assert new == {} and "nor can the loop become a @wp.func" in reason and why in reason, reason
