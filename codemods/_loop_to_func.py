@@ -24,7 +24,7 @@ Only where that is all the loop needs: every value it carries from one iteration
 sum (``s = s + e``, ``s += e``, ``s -= e``, with ``e`` reading no carried value), since the function's
 backward re-runs the iterations without restoring the carried values as well; no ``return``,
 ``break``, ``continue``, nested definition or ``wp.tid()`` in the loop; no local vector updated in
-place; nothing first assigned in the loop and read after it; a loop variable of its own.
+place; nothing first assigned in the loop (its variable included) and read after it.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def _signature(fn: ast.FunctionDef, loop: ast.For) -> tuple[list[str], list[str]
                        and n.lineno < loop.lineno}  # fmt: skip
     after = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.lineno > end}
     targets = _names(loop.target)
-    if shadowed := sorted(targets & (before | after)):
-        raise NotExtractable(f"the loop variable `{shadowed[0]}` is also a variable of the kernel outside the loop")
+    if shadowed := sorted(targets & after):
+        raise NotExtractable(f"the loop variable `{shadowed[0]}` is read after the loop")
     if any(isinstance(n, ast.Attribute) and n.attr == "tid" for n in ast.walk(loop)):
         raise NotExtractable("the loop calls `tid()`, which only a kernel may")
     mentioned: list[str] = []
