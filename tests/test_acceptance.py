@@ -320,3 +320,8 @@ def test_a_wf601_hoist_fd_cannot_judge_is_proven_by_the_tape_covering_the_object
     assert not judge(before, _unreliable([1.0], [TRUNCATED]), ["WF601"])[0]  # still truncated
     assert not judge(before, _unreliable([1.25]), ["WF601"])[0]  # the forward changed
     assert not judge(before, _unreliable([1.0]), ["WF201"])[0]  # it proves the hoist, no other fix
+    # the mutant itself: the one tape backward-ed reads no parameter, so FD had no verdict before the edit either
+    no_leaf = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [])], findings=[TRUNCATED],
+                                      error="no backward had a leaf parameter to compare: main.py:40: no leaf"))
+    ok, why = judge(no_leaf, _unreliable([1.0]), ["WF601"])
+    assert ok and "the runtime checks decided" in why, why

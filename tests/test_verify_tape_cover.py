@@ -58,3 +58,35 @@ def test_tapes_that_cover_the_objective_are_clean(args: tuple[str, ...]) -> None
     episode's loss depends only on its own recording (the latest writer of each array, not any earlier one)."""
     _, found = truncations("frame_tapes.py", *args)
     assert found == []
+
+
+@pytest.mark.slow  # two verify runs of Warp's navier_stokes example: ~2 min on the shared machine
+@pytest.mark.parametrize("mutated", [True, False], ids=["per-frame-tape", "unmodified"])
+def test_navier_stokes_per_frame_tapes(tmp_path: Path, mutated: bool) -> None:
+    """The benchmark's navier_stokes per-frame-tape mutant (site 1: a new tape per step of ``forward``, the
+    backward after the loop) truncates the objective at every launch of the earlier steps, each reported once
+    at its line (and kernel) with that backward; the unmodified example (one tape) has none."""
+    from bench.mutants.operators import BY_NAME as OPERATORS  # noqa: PLC0415 - libcst, the bench's
+    from bench.mutants.programs import BY_NAME as BENCH_PROGRAMS  # noqa: PLC0415
+
+    prog = BENCH_PROGRAMS["navier_stokes"]
+    if not prog.source.exists():
+        pytest.skip(f"{prog.source} is not installed")
+    source = prog.source.read_text(encoding="utf-8")
+    mutant = OPERATORS["per-frame-tape"].mutate(source, 1)
+    assert mutant is not None
+    (tmp_path / prog.source.name).write_text(mutant.code if mutated else source, encoding="utf-8")
+    report = run_verify([sys.executable, prog.source.name, *prog.args], cwd=str(tmp_path), timeout=300.0)
+    found = [f for f in report.findings if f.data.get("runtime") == "tape-cover"]
+    if not mutated:
+        assert report.error is None, report.error
+        assert found == []
+        return
+    lines = mutant.code.splitlines()
+    backward = next(n for n, text in enumerate(lines, 1) if n > mutant.line and ".backward(" in text)
+    assert found and {f.data["backward"] for f in found} == {f"{prog.source.name}:{backward}"}
+    # one finding per launch (a helper's line that launches the kernel it is passed: one per kernel)
+    assert len({(f.path, f.line, f.data["family"]) for f in found}) == len(found)
+    for f in found:
+        assert f.data["classified_as"] == "WF601" and "never backwarded" in f.message
+        assert lines[f.line - 1].lstrip().startswith(("wp.launch(", "wp.launch_tiled(", "wp.copy(")), lines[f.line - 1]

@@ -61,7 +61,7 @@ def main(mode: str):
             with tape:
                 wp.launch(sq_loss, dim=N, inputs=[xs[FRAMES], target, loss])
 
-                def replay_frames():
+                def replay_frames(xs=xs, vs=vs):
                     inner = wp.Tape()
                     with inner:
                         simulate(xs, vs, k, 0, FRAMES)

@@ -9,8 +9,8 @@ taken as connected to each other, as in :mod:`.cut_chain`) is followed further. 
 a link the backward cannot cross: the objective is truncated there, unless that other recording is
 backwarded later while it still holds the operation (segments backwarded in reverse, each seeded with the
 gradients the next segment's backward left at the boundary). Links still open when the window ends are
-reported at the launch's line, one finding per launch (the frames it ran for counted), with the backward
-it truncates.
+reported at the launch's line, one finding per launch (each frame it ran for counted once), with the
+first backward it truncates.
 
 Operations recorded on no tape are followed but never reported: a state carried into the next window by
 an unrecorded ``wp.clone`` is a constant to the backward, and the link is the recorded launch that
@@ -34,7 +34,6 @@ class Link:
     op: Any
     array: str  # the name of what it wrote that the objective reads
     backward: str  # "path:line" of the backward it truncates
-    at: int  # op count at that backward
 
 
 class TapeCover:
@@ -48,7 +47,7 @@ class TapeCover:
     def check(self, tape: Any, outputs: list[Any], frame: Any) -> None:
         """At ``tape``'s backward of ``outputs`` (its seeded arrays): keep the links its objective crosses."""
         tracer = self.tracer
-        ops, now = tracer.ops, len(tracer.ops)
+        now = len(tracer.ops)
         since = tracer.tape_since.get(id(tape), 0)
         # this backward replays what its recording holds: links recorded there are covered after all
         self.links = [k for k in self.links if not (k.op.tape is tape and k.op.index >= since)]
@@ -74,7 +73,7 @@ class TapeCover:
                     continue  # computed from values without gradients: nothing to truncate
                 info = next((w for w in op.writes if overlap(w.span, span)), op.writes[0])
                 tracer.resolve_name(info, frame)
-                self.links.append(Link(op, info.name, f"{path}:{line}", now))
+                self.links.append(Link(op, info.name, f"{path}:{line}"))
             work += [(i.span, op.index) for i in reads]
 
     def writer(self, span: Any, before: int,
@@ -95,8 +94,12 @@ class TapeCover:
     def settle(self) -> None:
         """At the end of the window: report the links no later backward covered."""
         tracer = self.tracer
+        seen: set[int] = set()
         for link in self.links:
             op = link.op
+            if op.index in seen:
+                continue  # a launch the objectives of several backwards depend on: one truncation
+            seen.add(op.index)
             if tracer.tape_since.get(id(op.tape), 0) > op.index:
                 how = "a tape that was reset afterwards"
             elif any(b > op.index for b in self.backwarded.get(id(op.tape), [])):
