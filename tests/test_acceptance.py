@@ -351,3 +351,28 @@ def test_real_verifier_judges_the_untrained_leaves_where_the_trained_parameter_i
     assert kept[0].fd_after["other_leaves"][0] == {"normals": "pass", "albedo": "pass"}
     assert "FD cannot judge the trained parameters, so FD judged the tape's other leaves" in kept[0].reason
     assert "_shade_loop(" in result.changed["main.py"]
+
+TRUNCATED = make_finding("WF601", "main.py", 28, "the launch of kernel step writes `x`, recorded on another tape",
+                         {"runtime": "tape-cover", "array": "x", "family": "launch of kernel step"}, classified_as="WF601")
+
+
+def test_a_wf601_hoist_fd_cannot_judge_is_proven_by_the_tape_covering_the_objective() -> None:
+    """navier_stokes per-frame-tape: the hoisted program is chaotic (FD unreliable after the edit: 1 of 6
+    perturbations agree), so FD cannot prove the hoist; the runtime WF601 going from a truncated objective
+    (a launch the loss depends on, recorded on a discarded tape) to clean does, the loss unchanged."""
+    before = _unreliable([1.0], [TRUNCATED])
+    assert before["verdict"] == "fail" and before["integrity_arrays"] == ["WF601 launch of kernel step"]
+    ok, why = judge(before, _unreliable([1.0]), ["WF601"])
+    assert ok and ("FD is unreliable here, so the runtime checks decided: the edit removed WF601 launch of kernel "
+                   "step and added none") in why, why
+    # per-window backwards merged into one: their total loss is the forward compared
+    ok, why = judge(_unreliable([0.25, 0.75], [TRUNCATED]), _unreliable([1.0]), ["WF601"])
+    assert ok and "total loss of 2 -> 1 backwards unchanged" in why, why
+    assert not judge(before, _unreliable([1.0], [TRUNCATED]), ["WF601"])[0]  # still truncated
+    assert not judge(before, _unreliable([1.25]), ["WF601"])[0]  # the forward changed
+    assert not judge(before, _unreliable([1.0]), ["WF201"])[0]  # it proves the hoist, no other fix
+    # the mutant itself: the one tape backward-ed reads no parameter, so FD had no verdict before the edit either
+    no_leaf = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [])], findings=[TRUNCATED],
+                                      error="no backward had a leaf parameter to compare: main.py:40: no leaf"))
+    ok, why = judge(no_leaf, _unreliable([1.0]), ["WF601"])
+    assert ok and "the runtime checks decided" in why, why

@@ -10,7 +10,8 @@ update) and one of these proves it:
   cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
   only a program that now trains those, with FD agreeing after the first update, is proven;
 * the runtime checks (an array changed before its backward, a stale gradient, an array without a
-  gradient that cuts the chain to the loss, a gradient read before its backward) found the edit's arrays
+  gradient that cuts the chain to the loss, a gradient read before its backward, a launch the objective
+  depends on recorded on another tape than the backward's) found the edit's arrays (or launches)
   before it and not after, where FD cannot judge (chaos, a NaN-prone solve) or cannot tell (the same
   gradient changed), or where FD disagreed before the edit and still does, like with like
   (:func:`_like_with_like`);
@@ -66,6 +67,8 @@ RUNTIME_PROOF = {
     # the early-gradient reads (verify/early_grad.py): inside the tape block (WF302), after it and before
     # its backward (WF304; a WF303 edit moves such a statement, a write that reads a gradient, too)
     "WF302": ("WF302",), "WF304": ("WF303", "WF304"),
+    # the runtime WF601 (verify/tape_cover.py): a launch the objective depends on, recorded on another tape
+    "WF601": ("WF601",),
 }
 #: the runtime checks that may prove an edit that moved the first parameter update (see the module docstring)
 EARLY_READ_RULES = ("WF302", "WF304")

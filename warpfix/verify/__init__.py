@@ -11,7 +11,7 @@ API for other parts of warpfix (e.g. `apply --check`)::
         for p in b.params:      # p.name, p.verdict ("pass"|"fail"|"unreliable"), p.signature,
             ...                 # p.max_rel_err, p.ad_fd_ratio, p.reason
     report.findings           # list[Finding]: WF901-WF905, WF804; WF201 (data["runtime"] "cut-chain"),
-                              # WF302/WF304 ("early-grad"): static shapes seen at runtime
+                              # WF302/WF304 ("early-grad"), WF601 ("tape-cover"): static shapes seen at runtime
     report.to_json()          # {"version": 1, "backwards": [...], "findings": [...], ...}
 
 Verdicts: ``pass``/``fail`` only where FD is judged sound (two agreeing step sizes, a replay

@@ -92,6 +92,7 @@ class BackwardChecks:
             since = self.tape_since.get(id(tape), 0)
             self.cut_chain.check(tape, since, leaves, [a for a, _ in seeds], frame)
             self.early_grad.check(tape, since, frame)
+            self.tape_cover.check(tape, [a for a, _ in seeds], frame)
             objective = Objective(seeds, how)
             value = objective.value()
             before = {id(i): flat(i.arr.grad.numpy()).copy() for i in leaves}

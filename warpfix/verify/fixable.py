@@ -16,6 +16,9 @@ from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 
 #: A static finding of the same rule this close to the runtime one is the same bug (check found it).
 SAME_BUG_LINES = 2
+#: rules whose codemod needs what the static model found, which a runtime finding's line does not give
+#: (WF601's hoist: the frame loop, the tape, the loss it accumulates); their runtime findings prove fixes only
+NEEDS_STATIC = frozenset({"WF601"})
 
 
 def _source_key(path: str, cwd: str, sources: Mapping[str, str]) -> str | None:
@@ -43,7 +46,7 @@ def runtime_fixes(
             continue
         rule_id = finding.data.get("classified_as")
         rule = rule_by_id(rule_id) if isinstance(rule_id, str) else None
-        if rule is None or rule.id not in COMMANDS or rule.fix_safety is FixSafety.NONE:
+        if rule is None or rule.id in NEEDS_STATIC or rule.id not in COMMANDS or rule.fix_safety is FixSafety.NONE:
             continue
         path, at = finding.path, finding.line
         backward = finding.data.get("backward")  # a leftover gradient (WF903 at its read): fixed at its backward

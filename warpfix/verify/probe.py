@@ -20,7 +20,8 @@ What it does (DESIGN.md, "FD verification without a user harness"):
   that ``.grad`` is zero when the next iteration's backward starts (WF903), and mirrors
   Warp's overwrite tracker on the recorded launches (WF905); at each backward, that no array
   without a gradient cuts the chain to the loss (WF201, :mod:`.cut_chain`) and that no parameter's
-  ``.grad`` was read before it (WF302/WF304, :mod:`.early_grad`);
+  ``.grad`` was read before it (WF302/WF304, :mod:`.early_grad`), and that its tape recorded every
+  operation its objective depends on (WF601, :mod:`.tape_cover`);
 * stops the program when window 1 ends (a parameter is written from gradient data, a backward
   reads none of the window's parameters), or at a cap: verify never runs a whole training.
 """
@@ -65,6 +66,7 @@ from .records import (
     ProbeGraph,
 )
 from .spans import SpanIndex
+from .tape_cover import TapeCover
 
 ENV_OUT = "WARPFIX_VERIFY_OUT"
 ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
@@ -135,6 +137,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.seconds: dict[str, float] = {"trace": 0.0, "integrity": 0.0, "fd": 0.0}
         self.cut_chain = CutChain(self, program_sites.SKIP_DIRS[0] if program_sites.SKIP_DIRS else "\0")  # WF201: arrays without a gradient
         self.early_grad = EarlyGrad(self)  # WF302/WF304: a gradient read before its backward
+        self.tape_cover = TapeCover(self)  # WF601: an objective that depends on work recorded on another tape
         self.leftovers = Leftovers(  # WF903 at the read of a consumed gradient summed into again
             lambda path, line, msg, data: self.add_finding("WF903", path, line, msg, ("WF903", path, line),
                                                            classified_as="WF301", **data),
@@ -158,6 +161,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         """A parameter was updated from gradients. After window 0, trace the next iteration as window 1
         (its first backward also checks WF903); after window 1 only wait for that check."""
         self.stopped = "window-end"
+        self.tape_cover.settle()
         self.flush_pending()
         if self.window == 0 and self.fd_seconds < self.fd_budget() / 2:
             self.window = 1
@@ -202,6 +206,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
             return
         self.stopped = why
         self.mode = "done"
+        self.tape_cover.settle()
         if self.error is None:
             self.flush_pending()
         if self.error is None and not self.backwards:

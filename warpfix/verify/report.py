@@ -18,10 +18,13 @@ RULE_INFO: dict[str, tuple[str, Severity, str]] = {
     "WF904": ("fd-unreliable", Severity.INFO, "verify this gradient another way (smaller problem, float64, fixed seed)"),
     "WF905": ("tracker-warning", Severity.WARNING, "give the overwritten array its own memory on the tape"),
     "WF804": ("adjoint-mismatch", Severity.ERROR, "fix the adjoint math of the @wp.func_grad"),
-    # static rules verify also observes at runtime (data["runtime"] says which check: cut-chain, early-grad)
+    # static rules verify also observes at runtime (data["runtime"] says which check: cut-chain, early-grad,
+    # tape-cover)
     "WF201": ("missing-requires-grad", Severity.ERROR, "allocate the array with requires_grad=True"),
     "WF302": ("scope-hygiene", Severity.ERROR, "move the gradient read after tape.backward()"),
     "WF304": ("stale-grad-read", Severity.ERROR, "move the gradient read after tape.backward()"),
+    "WF601": ("per-window-tape", Severity.ERROR,
+              "record every frame the loss depends on on one tape, with one backward after the frame loop"),
 }
 
 
