@@ -122,6 +122,10 @@ class BackwardChecks:
             if taped_ops and leaves and seeds:
                 job = self.plan_compare(entry, objective, leaves, ad, path, line, record)
                 job.integrity = integrity
+                job.tape = tape
+                for op in taped_ops:
+                    for info in op.reads:
+                        job.tape_reads.setdefault(info.order, op.index)
                 self.pending.append(job)
         for info in leaves:
             if info not in self.window_params:

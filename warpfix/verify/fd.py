@@ -79,7 +79,8 @@ class FiniteDifferences:
         """Run the FD comparisons of the backwards seen so far: the parameters the program updated from
         gradients (its trained parameters), or, when it updated none yet, the first few leaves."""
         pending, self.pending = self.pending, []
-        for job in pending:
+        for k, job in enumerate(pending):
+            hold_completed_segments(self.ops, job, pending[k + 1:])
             started = time.perf_counter()
             trained = [i for i in job.leaves if i.trained]
             chosen = trained or job.leaves[:UNTRAINED_LEAVES]
@@ -500,6 +501,35 @@ def held_constant(ops: list[Op], plan: ReplayPlan, leaf: ArrayInfo) -> tuple[Arr
                 if writer is not None:
                     return r, writer
     return None
+
+
+def hold_completed_segments(ops: list[Op], job: PendingCompare, later: list[PendingCompare]) -> None:
+    """Checkpoint segments backwarded in reverse (a tape per segment; the last backwarded from the loss, each
+    earlier one seeded with the gradient the later one left at their boundary): a leaf every segment reads (a
+    stiffness) gets from each backward only its own segment's share, the seeded backwards adding the rest. So
+    where a leaf's reads before this backward's tape are all recorded on tapes a later seeded backward of the
+    iteration replays, FD perturbs it from this tape's first read: the earlier segments' share is judged at
+    their own backwards. Reads on no tape, or on a tape never backwarded, stay in (a truncated objective); so do
+    reads on a tape whose later backward is seeded elsewhere than at arrays this backward's tape read (no
+    segment boundary)."""
+    read_here = {id(r.arr) for op in ops[job.plan.start:job.plan.n_ops] if op.tape is job.tape for r in op.reads}
+    seeded = {id(j.tape) for j in later if j.tape is not None and j.objective.how != "loss"
+              and any(id(arr) in read_here for arr, _ in j.objective.seeds)}  # fmt: skip
+    if not seeded or job.objective.how != "loss":
+        return
+    for at, leaves in list(job.plan.leaves_at.items()):
+        for info in list(leaves):
+            first = job.tape_reads.get(info.order)
+            if first is None or first <= at:
+                continue
+            earlier = [op for op in ops[at:first] if any(r.order == info.order for r in op.reads)]
+            if earlier and all(op.tape is not None and id(op.tape) in seeded for op in earlier):
+                leaves.remove(info)
+                job.plan.leaves_at.setdefault(first, []).append(info)
+                job.notes[id(info)] = (f"perturbed from this tape's first read (op {first}): its earlier reads are "
+                                       "on checkpoint segments a later seeded backward replays")  # fmt: skip
+        if not leaves:
+            del job.plan.leaves_at[at]
 
 
 def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:

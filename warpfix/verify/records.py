@@ -127,6 +127,8 @@ class PendingCompare:
     record: BackwardRecord
     notes: dict[int, str]  # id(info) -> note on that leaf
     integrity: list[dict[str, Any]] = field(default_factory=list)  # WF902 findings raised at this backward
+    tape: Any = None  # the tape backwarded
+    tape_reads: dict[int, int] = field(default_factory=dict)  # info.order -> first op index this tape read it at
 
 
 def family(name: str) -> str:
