@@ -46,6 +46,9 @@ class NotExtractable(Exception):
 def loop_into_func(cmd: StaticLoopBound, kernel: cst.FunctionDef, loop: cst.For) -> str:
     """Register the edits that move ``loop`` of ``kernel`` into a new ``@wp.func``; the report's summary.
     Raises :class:`NotExtractable` with the reason when the loop's shape does not allow it."""
+    if not isinstance(cmd.parent(kernel), cst.Module):
+        raise NotExtractable("the kernel is defined inside a function or class: its loop may read names of that "
+                             "scope, which a module-level function would not see")
     tree = ast.parse(cmd.tree.code)
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
                and n.lineno == cmd.pos(kernel.name).start.line), None)  # fmt: skip
@@ -68,10 +71,7 @@ def loop_into_func(cmd: StaticLoopBound, kernel: cst.FunctionDef, loop: cst.For)
     )
     call = cmd.statement(f"{returned} = {name}({', '.join(inputs)})\n")
     cmd.replace(loop, call.with_changes(leading_lines=loop.leading_lines))
-    top: cst.CSTNode = kernel
-    while not isinstance(cmd.parent(top), cst.Module):
-        top = cmd.parent(top)
-    cmd.insert_definitions(top, [func])
+    cmd.insert_definitions(kernel, [func])
     AddImportsVisitor.add_needed_import(cmd.context, "typing", "Any")
     return (f"loop into a @{alias}.func: the loop at line {at} is now {name}(), which returns {returned}; the "
             "kernel's code after it uses the returned value, whose adjoint the function's backward computes")

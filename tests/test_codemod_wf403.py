@@ -204,6 +204,16 @@ def test_a_loop_whose_bound_cannot_be_static_becomes_a_func() -> None:
     assert again == {}  # nothing left to move: the line now reads the call's value
 
 
+def test_a_kernel_made_by_a_factory_keeps_its_loop() -> None:
+    """The loop may read the factory's variables, which a module-level function would not see."""
+    body = SHADE.split("@wp.kernel\n", 1)[1].replace("\n    ", "\n        ").replace("\n        \n", "\n\n")
+    code = SHADE.split("@wp.kernel\n", 1)[0] + "def make_shade():\n    @wp.kernel\n    " + body + "    return shade\n"
+    loop = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("        for j"))
+    use = next(n for n, t in enumerate(code.splitlines(), 1) if t.startswith("        image[i]"))
+    new, why = _fix({"sim.py": code}, _finding(use, loop_line=loop, after_loop=True))
+    assert new == {} and "the kernel is defined inside a function or class" in why, why
+
+
 def test_several_values_the_loop_sums_come_back_as_a_tuple() -> None:
     code = SHADE.replace("        lambert = lambert + val\n", "        lambert = lambert + val\n        hits += 1.0\n")
     code = code.replace("    lambert = float(0.0)\n", "    lambert = float(0.0)\n    hits = float(0.0)\n")
