@@ -1,8 +1,9 @@
-"""Which neighbours of an open document the language server checks with it, and what a change
-re-analyses (counted, not timed)."""
+"""Which neighbours of an open document the language server checks with it, what a change
+re-reads and re-analyses, and when a change is linted (counted, not timed)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import warpfix.engine
 from warpfix.config import Config
 from warpfix.engine import ParseCache, check_sources
 from warpfix.lsp import lint as lsp
+from warpfix.lsp.server import DEBOUNCE_SECONDS, WarpfixServer
 
 KERNELS = """import warp as wp
 
@@ -160,3 +162,74 @@ def test_a_taped_launch_in_an_unrelated_neighbour_still_silences_untaped_kernels
     assert analysed[1:] == [["invert.py"], both,  # alone, then the whole-folder reference
                             ["invert.py"], ["unrelated_0.py"], ["invert.py"],  # change 1: again with their switch
                             ["invert.py"]]  # change 2: their answer is reused
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list[str]:
+    """The name of every neighbour read from disk."""
+    read: list[str] = []
+    real = lsp.read_source
+
+    def read_source(path):
+        read.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(lsp, "read_source", read_source)
+    return read
+
+
+def test_an_unchanged_neighbour_is_not_read_again(tmp_path: Path, reads: list[str], monkeypatch) -> None:
+    monkeypatch.setattr(lsp, "RACY_NS", 0, raising=False)  # the files were just written: no longer racy
+    doc = _folder(tmp_path)
+    cache = ParseCache()
+    first = lsp.lint_snapshot(_snapshot(doc, KERNELS, 1, cache)).documents[doc.as_uri()][0].findings
+    assert sorted(reads) == sorted(p.name for p in tmp_path.glob("*.py"))
+    reads.clear()
+    lsp.lint_snapshot(_snapshot(doc, KERNELS + "EDIT = 1\n", 2, cache))
+    assert reads == []
+    # main.py saved without its tape (another size): read again, and what it says now counts
+    untaped = LAUNCH.replace("tape = wp.Tape()\nwith tape:\n    ", "")
+    (tmp_path / "main.py").write_text(untaped)
+    got = lsp.lint_snapshot(_snapshot(doc, KERNELS + "EDIT = 2\n", 3, cache)).documents[doc.as_uri()][0].findings
+    assert reads == ["main.py"]
+    texts = {str(p): p.read_text() for p in sorted(tmp_path.glob("*.py"))}
+    whole = check_sources({**texts, str(doc): KERNELS + "EDIT = 2\n"}, follow_imports=True)
+    assert got == [f for f in whole.findings if f.path == str(doc)]
+    assert got != first
+
+
+def test_a_neighbour_saved_just_now_is_read_every_time(tmp_path: Path, reads: list[str], monkeypatch) -> None:
+    monkeypatch.setattr(lsp, "RACY_NS", 10**15, raising=False)  # every file is "just saved"
+    doc = _folder(tmp_path)
+    cache = ParseCache()
+    lsp.lint_snapshot(_snapshot(doc, KERNELS, 1, cache))
+    count = len(reads)
+    lsp.lint_snapshot(_snapshot(doc, KERNELS + "EDIT = 1\n", 2, cache))
+    assert len(reads) == 2 * count
+
+
+def test_a_lone_change_is_linted_at_once_and_a_burst_waits(monkeypatch) -> None:
+    server = WarpfixServer()
+    delays: list[tuple[str, float]] = []
+    release = asyncio.Event()
+
+    async def lint_later(uri: str, delay: float) -> None:
+        delays.append((uri, delay))
+        await release.wait()
+
+    monkeypatch.setattr(server, "_lint_later", lint_later)
+
+    async def edits() -> None:
+        server.changed("file:///a.py")  # nothing pending: at once
+        await asyncio.sleep(0)
+        server.changed("file:///a.py")  # the lint of the first change is still running: debounced
+        server.changed("file:///b.py")  # another document, idle: at once
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*server._pending.values())
+        server.changed("file:///a.py")  # its lint finished: at once again
+        await asyncio.gather(*server._pending.values())
+
+    asyncio.run(edits())
+    assert delays == [("file:///a.py", 0), ("file:///a.py", DEBOUNCE_SECONDS), ("file:///b.py", 0),
+                      ("file:///a.py", 0)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,10 +84,52 @@ def _neighbours(paths: Sequence[str]) -> dict[str, str]:
             continue
         for name in names:
             path = os.path.join(folder, name)
-            text, _ = read_source(path)
+            text = _read_neighbour(path)
             if text is not None:
                 out[path] = text
     return out
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """A neighbour as last read: the stat fields that change when the file is rewritten, its text
+    and the digest of the text."""
+
+    stamp: tuple[int, int, int, int]
+    text: str
+    digest: bytes
+
+
+_SAVED: OrderedDict[str, _Saved] = OrderedDict()  # path -> last read (only the lint worker thread)
+_SAVED_SIZE = 4 * MAX_NEIGHBOURS
+RACY_NS = 2_000_000_000  # a file modified this recently may change again within one mtime tick
+
+
+def _read_neighbour(path: str) -> str | None:
+    """The text of ``path``, read again only when its size, inode, mtime or ctime changed. A file
+    modified in the last :data:`RACY_NS` is read every time (two writes within one tick of the
+    file system's clock, of the same size, would keep every stamp)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        _SAVED.pop(path, None)
+        return None
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _SAVED.get(path)
+    if hit is not None and hit.stamp == stamp:
+        _SAVED.move_to_end(path)
+        return hit.text
+    _SAVED.pop(path, None)
+    text, _ = read_source(path)
+    if text is not None and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+        _SAVED[path] = _Saved(stamp, text, _digest(text))
+        if len(_SAVED) > _SAVED_SIZE:
+            _SAVED.popitem(last=False)
+    return text
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
 
 
 def _module_stem(path: str) -> str:
@@ -141,7 +184,9 @@ _OTHERS_RECORD_SIZE = 64
 def _content_key(files: Mapping[str, str]) -> str:
     h = hashlib.sha256()
     for path in sorted(files):
-        h.update(path.encode() + b"\0" + hashlib.sha256(files[path].encode()).digest())
+        saved = _SAVED.get(path)
+        digest = saved.digest if saved is not None and saved.text is files[path] else _digest(files[path])
+        h.update(path.encode() + b"\0" + digest)
     return h.hexdigest()
 
 

@@ -26,7 +26,10 @@ from warpfix.report.fixedits import fix_changes
 from warpfix.rules import rule_by_id
 
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
-DEBOUNCE_SECONDS = 0.05  # coalesces a burst of keystrokes (key repeat); a lint of a stale version is dropped
+# A change while a lint of the document is pending or running waits this long for the next one
+# (coalescing a burst of keystrokes, key repeat); a change to an idle document is linted at once.
+# A lint of a stale version is dropped.
+DEBOUNCE_SECONDS = 0.05
 
 
 def _anchored(config: Config) -> Config:
@@ -96,6 +99,12 @@ class WarpfixServer(LanguageServer):
         if pending is not None:
             pending.cancel()
         self._pending[uri] = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
+
+    def changed(self, uri: str) -> None:
+        """Lint after a change: at once when no lint of ``uri`` is pending or running (a lone edit
+        does not wait), else after the debounce (the lint in flight is of a version already stale)."""
+        pending = self._pending.get(uri)
+        self.schedule(uri, DEBOUNCE_SECONDS if pending is not None and not pending.done() else 0)
 
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
@@ -285,7 +294,7 @@ def create_server() -> WarpfixServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: WarpfixServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, DEBOUNCE_SECONDS)
+        ls.changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: WarpfixServer, params: types.DidSaveTextDocumentParams) -> None:
