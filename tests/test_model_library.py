@@ -6,7 +6,9 @@ The newton cases check copies of newton's own diffsim examples with one planted 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,6 +90,25 @@ def test_summaries_are_cached_on_disk(tmp_path: Path, index: LibraryIndex) -> No
 
 
 @needs_newton
+def test_summary_cache_key_follows_the_host_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summaries are derived by the host interpreter (model/host/): editing it must invalidate them."""
+    from warpfix.model import library
+
+    fingerprint = library._model_fingerprint.__wrapped__  # uncached: computed once per process otherwise
+    before = fingerprint()
+    real_stat = os.stat
+    touched = os.path.realpath(os.path.join(os.path.dirname(library.__file__), "host", "calls.py"))
+
+    def stat(path: str, *args: object, **kwargs: object) -> os.stat_result | SimpleNamespace:
+        st = real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+        if isinstance(path, str) and os.path.realpath(path) == touched:  # edited a nanosecond later
+            return SimpleNamespace(st_mtime_ns=st.st_mtime_ns + 1, st_size=st.st_size)
+        return st
+
+    monkeypatch.setattr(library.os, "stat", stat)
+    assert fingerprint() != before
+
+
 def test_unmodified_example_has_no_error(tmp_path: Path, index: LibraryIndex) -> None:
     findings = _check(tmp_path, {"example.py": _example("spring_cage")}, index)
     assert [f for f in findings if f.severity == Severity.ERROR] == []
