@@ -68,6 +68,8 @@ def test_solver_step_reads_state_in_and_writes_state_out(index: LibraryIndex) ->
                 read.add(path)
     assert "state_out.particle_q" in written and "state_out.body_q" in written
     assert "state_in.particle_q" in read
+    # the caller's control, not the model's default that `if control is None:` builds in its place
+    assert "control.tet_activations" in read
     assert not any(p.startswith("state_in.particle_q") for p in written)
     # the constructor binds the model it is given
     init = library_interpreter(index).find_method((hit[1], hit[2]), "__init__")  # type: ignore[arg-type]

@@ -366,3 +366,15 @@ def test_missing_requires_grad_in_newton_bear(index: LibraryIndex) -> None:
     buggy = _mutate(text, old, "self.coms.append(wp.zeros(1, dtype=wp.vec3))")
     assert ("WF201", _line(buggy, "self.coms.append(")) in _errors(_check(buggy, index, name))
     assert _errors(_check(text, index, name)) == []
+
+
+# ------------------------------------------------------------------------------------------ WF101
+@needs_newton
+def test_copy_writeback_into_the_solver_control_in_newton_bear(index: LibraryIndex) -> None:
+    """``wp.copy`` into ``control.tet_activations``, which the solver's step read at the previous frame: the
+    solver summary sees the caller's control (its ``if control is None:`` default is the model's)."""
+    name = "example_diffsim_bear.py"
+    text = _package_file("newton", f"examples/diffsim/{name}")
+    old = "self.control.tet_activations = self.tet_activations[frame][: self.model.tet_count]"
+    buggy = _mutate(text, old, "wp.copy(self.control.tet_activations, self.tet_activations[frame][: self.model.tet_count])")
+    assert ("WF101", _line(buggy, "wp.copy(self.control")) in _errors(_check(buggy, index, name))
