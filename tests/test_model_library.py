@@ -6,7 +6,9 @@ The newton cases check copies of newton's own diffsim examples with one planted 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -66,6 +68,8 @@ def test_solver_step_reads_state_in_and_writes_state_out(index: LibraryIndex) ->
                 read.add(path)
     assert "state_out.particle_q" in written and "state_out.body_q" in written
     assert "state_in.particle_q" in read
+    # the caller's control, not the model's default that `if control is None:` builds in its place
+    assert "control.tet_activations" in read
     assert not any(p.startswith("state_in.particle_q") for p in written)
     # the constructor binds the model it is given
     init = library_interpreter(index).find_method((hit[1], hit[2]), "__init__")  # type: ignore[arg-type]
@@ -88,6 +92,25 @@ def test_summaries_are_cached_on_disk(tmp_path: Path, index: LibraryIndex) -> No
 
 
 @needs_newton
+def test_summary_cache_key_follows_the_host_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summaries are derived by the host interpreter (model/host/): editing it must invalidate them."""
+    from warpfix.model import library
+
+    fingerprint = library._model_fingerprint.__wrapped__  # uncached: computed once per process otherwise
+    before = fingerprint()
+    real_stat = os.stat
+    touched = os.path.realpath(os.path.join(os.path.dirname(library.__file__), "host", "calls.py"))
+
+    def stat(path: str, *args: object, **kwargs: object) -> os.stat_result | SimpleNamespace:
+        st = real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+        if isinstance(path, str) and os.path.realpath(path) == touched:  # edited a nanosecond later
+            return SimpleNamespace(st_mtime_ns=st.st_mtime_ns + 1, st_size=st.st_size)
+        return st
+
+    monkeypatch.setattr(library.os, "stat", stat)
+    assert fingerprint() != before
+
+
 def test_unmodified_example_has_no_error(tmp_path: Path, index: LibraryIndex) -> None:
     findings = _check(tmp_path, {"example.py": _example("spring_cage")}, index)
     assert [f for f in findings if f.severity == Severity.ERROR] == []

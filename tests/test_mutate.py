@@ -378,6 +378,45 @@ def test_recorder_sees_loss_and_leaf_gradients_of_each_backward(tmp_path: Path) 
     assert "differs" in bench.compare(got[:1] + got[:1], got)
 
 
+VIEWED = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def fill(x: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] = float(i)
+
+
+    @wp.kernel
+    def square(x: wp.array2d(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, x[i, 0] * x[i, 0])
+
+
+    x = wp.zeros(3, dtype=float, requires_grad=True, retain_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(fill, dim=3, inputs=[x])
+        wp.launch(square, dim=3, inputs=[x.reshape((3, 1))], outputs=[loss])
+    tape.backward(loss)
+    """
+)
+
+
+@pytest.mark.slow
+def test_recorder_counts_a_view_of_a_retained_array_as_retained(tmp_path: Path) -> None:
+    """newton's bear reads ``phases[frame].reshape(...)``: with ``retain_grad`` on ``phases[frame]`` only the
+    retained gradient changes, seen through the view too (both are leaves: ``fill`` lists ``x`` as an input)."""
+    (tmp_path / "viewed.py").write_text(VIEWED)
+    program = bench.Program("viewed", tmp_path / "viewed.py", ())
+    got, why = bench.run_recorded(tmp_path, program, timeout=300)
+    assert got is not None, why
+    assert len(got[0]["leaves"]) == 2 and sorted(got[0]["retained"]) == sorted(got[0]["leaves"])
+
+
 SEEDED = textwrap.dedent(
     """\
     import sys

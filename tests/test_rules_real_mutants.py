@@ -296,3 +296,85 @@ def test_warp_fem_test_asserting_cleared_gradient(index: LibraryIndex) -> None:
     text = _package_file("warp", f"tests/fem/{name}")
     assert "test.assertEqual(scale.grad.numpy()[0], 0.0)" in text
     assert not [e for e in _errors(_check(text, index, name)) if e[0] == "WF304"]
+
+
+# ------------------------------------------------------------------------------------------ WF201
+APPENDED_STATES = '''
+import sys
+
+import warp as wp
+
+
+@wp.kernel
+def advance(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] + k[0]
+
+
+@wp.kernel
+def reduce(x: wp.array(dtype=float), com: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(com, 0, x[i])
+
+
+class Trainer:
+    def __init__(self, frames):
+        self.frames = frames
+        self.substeps = 8
+        self.k = wp.ones(1, dtype=float, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        self.states = []
+        for _ in range(frames * self.substeps + 1):
+            self.states.append(wp.zeros(8, dtype=float, requires_grad=True))
+        self.coms = []
+        for _ in range(frames):
+            self.coms.append(wp.zeros(1, dtype=float{flag}))
+
+    def forward(self, frame):
+        for i in range(self.substeps):
+            t = frame * self.substeps + i
+            wp.launch(advance, dim=8, inputs=[self.states[t], self.k], outputs=[self.states[t + 1]])
+        wp.launch(reduce, dim=8, inputs=[self.states[(frame + 1) * self.substeps]], outputs=[self.coms[frame]])
+        wp.launch(reduce, dim=1, inputs=[self.coms[frame]], outputs=[self.loss])
+
+    def step(self):
+        self.tape = wp.Tape()
+        with self.tape:
+            for frame in range(self.frames):
+                self.forward(frame)
+        self.tape.backward(self.loss)
+
+
+Trainer(int(sys.argv[1])).step()
+'''
+
+
+def test_missing_requires_grad_on_an_appended_list_element(index: LibraryIndex) -> None:
+    """Lists filled by ``append`` in loops of unknown length (newton's bear): the state a frame's objective
+    reads (``states[(frame + 1) * substeps]``) lies past the appended elements the unrolled passes built, and
+    is built like them (with a gradient), so the per-frame objective allocated without one is reported."""
+    buggy = APPENDED_STATES.format(flag="")
+    assert _errors(_check(buggy, index)) == [("WF201", _line(buggy, "self.coms.append("))]
+    assert _check(APPENDED_STATES.format(flag=", requires_grad=True"), index) == []
+
+
+@needs_newton
+def test_missing_requires_grad_in_newton_bear(index: LibraryIndex) -> None:
+    name = "example_diffsim_bear.py"
+    text = _package_file("newton", f"examples/diffsim/{name}")
+    old = "self.coms.append(wp.zeros(1, dtype=wp.vec3, requires_grad=True))"
+    buggy = _mutate(text, old, "self.coms.append(wp.zeros(1, dtype=wp.vec3))")
+    assert ("WF201", _line(buggy, "self.coms.append(")) in _errors(_check(buggy, index, name))
+    assert _errors(_check(text, index, name)) == []
+
+
+# ------------------------------------------------------------------------------------------ WF101
+@needs_newton
+def test_copy_writeback_into_the_solver_control_in_newton_bear(index: LibraryIndex) -> None:
+    """``wp.copy`` into ``control.tet_activations``, which the solver's step read at the previous frame: the
+    solver summary sees the caller's control (its ``if control is None:`` default is the model's)."""
+    name = "example_diffsim_bear.py"
+    text = _package_file("newton", f"examples/diffsim/{name}")
+    old = "self.control.tet_activations = self.tet_activations[frame][: self.model.tet_count]"
+    buggy = _mutate(text, old, "wp.copy(self.control.tet_activations, self.tet_activations[frame][: self.model.tet_count])")
+    assert ("WF101", _line(buggy, "wp.copy(self.control")) in _errors(_check(buggy, index, name))

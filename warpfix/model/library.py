@@ -416,10 +416,12 @@ def _model_fingerprint() -> str:
     """Changes when the model's own code changes (a summary depends on how it was derived)."""
     root = os.path.dirname(__file__)
     h = hashlib.sha256()
-    for n in sorted(os.listdir(root)):
-        if n.endswith(".py"):
-            st = os.stat(os.path.join(root, n))
-            h.update(f"{n}:{st.st_mtime_ns}:{st.st_size}".encode())
+    for dirpath, dirs, names in os.walk(root):  # the host interpreter that derives them is in model/host/
+        dirs.sort()
+        for n in sorted(names):
+            if n.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, n))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, n), root)}:{st.st_mtime_ns}:{st.st_size}".encode())
     return h.hexdigest()[:16]
 
 

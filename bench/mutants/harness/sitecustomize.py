@@ -7,7 +7,7 @@ gradient of every *leaf* of the tape, an array with ``requires_grad`` that a rec
 as an output and that is not the loss (or a ``grads=`` seed) itself. A leaf is keyed by the hash of its dtype, shape and contents at that moment, so
 the same parameter is found in two programs (the original and a mutant or its fix) whose
 forward values agree, whatever their buffers are called; the keys of leaves that carry
-``retain_grad`` are kept beside them (``"retained"``). After the last recorded backward the
+``retain_grad`` (or view an array that does) are kept beside them (``"retained"``). After the last recorded backward the
 record is pickled and the process exits (the rest of the run cannot change what was recorded).
 
 A backward with neither ``loss=`` nor ``grads=`` (seeded by hand: ``cost.grad.fill_(1.0)``, a
@@ -120,9 +120,18 @@ def _install() -> None:
             grad = np.array(arr.grad.numpy(), dtype=np.float64).reshape(-1)
             name = (keys.get(id(arr)) if keys is not None else None) or key(arr)
             found.setdefault(name, []).append(grad)
-            if arr.retain_grad:
+            if retains(arr):
                 retained.append(name)
         return found, retained
+
+    def retains(arr: object) -> bool:
+        """``retain_grad`` on the array or on the array it views (``reshape``, ``flatten``: the view's
+        gradient is the retained one, seen through the view)."""
+        while isinstance(arr, wp.array):
+            if arr.retain_grad:
+                return True
+            arr = getattr(arr, "_ref", None)
+        return False
 
     def seeded(tape: wp.Tape, by_grad: bool) -> list[wp.array]:
         """The arrays a hand-seeded backward starts from (see the module docstring)."""

@@ -149,6 +149,10 @@ class Calls:
             return v
         if name == "append" and recv.kind == "list" and args:
             recv.items[str(len(recv.items))] = args[0]
+            if self.loop_stack and recv.factory is None and not isinstance(e.args[0], ast.Starred):
+                # filled in a loop: an element the unrolled passes did not append (``states[t + 1]`` past
+                # them) is built like the appended ones, not an unknown value
+                recv.factory = (e.args[0], dict(frame.locals), src)
             if recv.length is not None:
                 recv.length += 1
             return self.new("None", "const")

@@ -198,6 +198,17 @@ class Expressions:
             return (not v.value) if negate else bool(v.value)
         return None
 
+    def none_test(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """False for ``name is None`` (True for ``is not None``) when the name holds a value a caller always
+        hands over (:attr:`given`); None otherwise."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+                and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None and test.left.id in frame.locals):
+            return None
+        if frame.locals[test.left.id].id not in self.given:
+            return None
+        return isinstance(test.ops[0], ast.IsNot)
+
     def same_buffer_test(self, test: ast.expr, frame: _Frame) -> bool | None:
         """``a.ptr != b.ptr`` / ``a is not b`` (and ``==`` / ``is``) when both sides are one buffer (a
         solver copying its result only when it went elsewhere); None when not known: two different

@@ -69,6 +69,9 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.branch_stack: list[tuple[int, int]] = []
         self.call_stack: list[Span] = []
         self.func_stack: list[int] = []
+        # values a caller always hands over (a library function's parameters without a default, while its
+        # summary is derived): ``if control is None: control = ...`` does not replace the caller's value
+        self.given: set[int] = set()
         # ``@contextmanager`` generators being run by a with-statement: (generator id, its with-body)
         self.yield_handlers: list[tuple[int, Callable[[Val], None]]] = []
 

@@ -68,6 +68,8 @@ class Statements:
             known = self.same_buffer_test(s.test, frame)
             if known is None:
                 known = self.known_flag(s.test, frame)
+            if known is None:
+                known = self.none_test(s.test, frame)
             if known is not None:  # ``if requires_grad:`` inside ``for requires_grad in (False, True)``
                 self.block(s.body if known else s.orelse, frame, module_level)
                 return

@@ -104,6 +104,8 @@ def summarize(index: LibraryIndex, src: SourceFile, fn: ast.FunctionDef, qualnam
             v.cls = interp.class_of(src, fn)
             frame.self_val = v
         roots[name] = frame.locals[name] = v
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    interp.given = {roots[a.arg].id for a in positional[: len(positional) - len(fn.args.defaults)]}
     for a in fn.args.kwonlyargs:
         roots[a.arg] = frame.locals[a.arg] = interp.new(a.arg)
     if fn.args.vararg:
