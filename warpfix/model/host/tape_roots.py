@@ -36,7 +36,9 @@ def tape_units(files: dict[str, SourceFile], resolver: Resolver, library: Librar
             init = links.find(src, cls, "__init__")
             if init is not None:
                 inits.setdefault(cls.name, []).append(id(init))
-    defined = links.functions.keys() | links.methods.keys() | inits.keys()
+    # the names worth resolving: only an effectful function passes a tape on to what runs it
+    defined = {name for table in (links.functions, links.methods, inits) for name, ids in table.items()
+               if any(i in effectful for i in ids)}
     defined |= {asname for src in files.values() for *_, asname in src.project_imports if asname}
     referrers: dict[int, set[int]] = {}  # id of a function -> ids of the units that may run it
     seeds: set[int] = set()
