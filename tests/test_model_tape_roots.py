@@ -83,9 +83,9 @@ from fitting import fit as train
 """)
 
 
-def test_the_findings_of_a_check_are_those_of_every_root() -> None:
-    """A root that only allocates and launches still runs when a tape elsewhere records: the check
-    reports what the rules find over every trace (WF201 on the intermediate of ``fit``)."""
+def test_a_check_skips_the_untaped_root_and_reports_the_taped_one() -> None:
+    """Beside a root that only launches (skipped), the root that records is checked: WF201 on the
+    intermediate of ``fit``."""
     text = textwrap.dedent(_KERNEL + """
 
 def forward(a, out):
