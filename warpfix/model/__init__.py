@@ -60,17 +60,14 @@ class Project:
 
     @cached_property
     def traces(self) -> list[Trace]:
-        """Every host trace, kept (tests, the editor's quick fixes, one rule run alone), the roots that
-        cannot create a tape included. The engine streams them instead (:meth:`iter_traces`), so that
-        a check holds one root's trace at a time."""
-        return list(self.iter_traces(every_root=True))
+        """Every host trace, kept (tests, the editor's quick fixes, one rule run alone). The engine
+        streams them instead (:meth:`iter_traces`), so that a check holds one root's trace at a time."""
+        return list(self.iter_traces())
 
-    def iter_traces(self, every_root: bool = False) -> Iterator[Trace]:
+    def iter_traces(self) -> Iterator[Trace]:
         """Host traces, each yielded as soon as its root is interpreted: each file's module body,
         then every function or method no module body reached. A consumer that keeps no trace holds
-        one root's events at a time, whatever the size of the project. Roots that cannot create a
-        tape are skipped unless ``every_root``: nothing they trace is recorded on a tape or is a tape
-        operation, and no rule reads anything else (:mod:`warpfix.model.host.tape_roots`)."""
+        one root's events at a time, whatever the size of the project."""
         # imported here: commands that interpret nothing (``rules``) do not load the interpreter
         from warpfix.model.host import HostInterpreter
 
@@ -80,7 +77,7 @@ class Project:
             by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
         interp = HostInterpreter(self.files, self.kernels, by_module, self.library)
         with _young_collections():
-            for trace in self._interpret(interp, every_root):
+            for trace in self._interpret(interp):
                 if trace.events:
                     yield trace
                 del trace  # not held while the next root is traced
@@ -95,29 +92,20 @@ class Project:
             summary.add(trace)
         return summary
 
-    def _interpret(self, interp: HostInterpreter, every_root: bool) -> Iterator[Trace]:
+    def _interpret(self, interp: HostInterpreter) -> Iterator[Trace]:
         from warpfix.model.host import iter_roots
-        from warpfix.model.host.tape_roots import tape_units
 
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
-        may_tape = None if every_root else tape_units(
-            self.files, interp, self.library, set(interp.module_suffixes), interp.effectful)
-
-        def runs(*units: ast.AST) -> bool:
-            return may_tape is None or any(id(u) in may_tape for u in units)
-
         for src in relevant:
-            if runs(src.tree):
-                yield from _run_root(interp.run_module, src)
+            yield from _run_root(interp.run_module, src)
         for src in relevant:
             for node, methods in iter_roots(src):
                 if isinstance(node, ast.ClassDef):
                     todo = [m for m in methods if id(m) not in interp.inlined]
-                    init = interp.find_method((src, node), "__init__")  # a class root runs it first
-                    if todo and self.kernel_for_node(node) is None and runs(*todo, *(init[1:] if init else ())):
+                    if todo and self.kernel_for_node(node) is None:
                         yield from _run_root(interp.run_class, src, node, todo)
-                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None and runs(node):
+                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None:
                     yield from _run_root(interp.run_function, src, node)
 
     def kernel_for_node(self, node: object) -> KernelDef | None:
