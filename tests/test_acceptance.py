@@ -376,3 +376,15 @@ def test_a_wf601_hoist_fd_cannot_judge_is_proven_by_the_tape_covering_the_object
                                       error="no backward had a leaf parameter to compare: main.py:40: no leaf"))
     ok, why = judge(no_leaf, _unreliable([1.0]), ["WF601"])
     assert ok and "the runtime checks decided" in why, why
+
+
+def test_an_overwrite_fix_that_leaves_fewer_backwards_before_the_update_moved_no_update() -> None:
+    """newton cloth with its states aliased (`[state] * n`): the parameter the program updates is overwritten on
+    the tape, so the verifier saw no end of iteration (2 backwards, the second NaN); after the WF103 fix it sees
+    1. A WF103 fix moves no optimizer step: the backward both runs have matches and the integrity check decides."""
+    tracker = make_finding("WF905", "main.py", 30, "overwrite", {"array": "v"})
+    before = _unreliable([271.5, math.nan], [tracker])
+    ok, why = judge(before, _unreliable([271.5]), ["WF103"])
+    assert ok and "a WF103 fix moves no optimizer step" in why and "runtime integrity check decided" in why, why
+    assert not judge(before, _unreliable([271.6]), ["WF103"])[0]  # the backward both have must match
+    assert not judge(before, _unreliable([271.5]), ["WF302"])[0]  # a step fix: judged as a moved update

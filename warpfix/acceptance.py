@@ -32,7 +32,9 @@ trained on another gradient), so every backward the verifier checked after it mu
 and FD must have checked one. The same holds for any WF302 edit: what it changes is what the update
 consumes. Where FD cannot judge such an edit, the runtime check of early gradient reads may prove it
 instead (the update no longer reads a gradient before the backward that produces it); no other runtime
-check proves an edit that moved the update.
+check proves an edit that moved the update. Only the fixes that can move the update (WF302-WF304) are read this
+way: after any other fix, fewer backwards before the first update mean the verifier recognises the iteration's
+end earlier, and the backwards both runs have are compared like with like.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ RUNTIME_PROOF = {
     # the runtime WF601 (verify/tape_cover.py): a launch the objective depends on, recorded on another tape
     "WF601": ("WF601",),
 }
+#: the fixes that may move the program's first parameter update (an optimizer step out of the tape, a gradient
+#: read moved after its backward); any other fix that leaves fewer backwards before it has not moved it, the
+#: verifier recognises the iteration's end earlier (newton's cloth with its states aliased: the parameter the
+#: program updates is overwritten on the tape, so no backward looked like the end of an iteration)
+UPDATE_MOVING_FIXES = (*STEP_FIXES, "WF303", "WF304")
 #: the runtime checks that may prove an edit that moved the first parameter update (see the module docstring)
 EARLY_READ_RULES = ("WF302", "WF304")
 LOSS_RTOL = 1e-4  # the forward must not change: float32 reordering stays far below this
@@ -153,6 +160,11 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     ok, loss, moved = _forward_preserved(before, after, rules)
     if not ok:
         return False, loss
+    if moved and rules and not any(r in UPDATE_MOVING_FIXES for r in rules):
+        moved = False
+        loss = (f"loss unchanged at the {len(after['losses'])} backward(s) both runs have before the first parameter "
+                f"update ({len(before['losses'])} -> {len(after['losses'])}; a {'/'.join(sorted(set(rules)))} fix "
+                "moves no optimizer step: the iteration is recognised to end earlier)")
     proof = _runtime_proof(before, after, rules, EARLY_READ_RULES if moved else None) if rules else None
     if after["verdict"] == "unreliable" and proof:
         return True, f"{loss}; FD is unreliable here, so {proof}"
