@@ -301,57 +301,6 @@ def test_a_run_whose_backwards_reach_no_leaf_could_not_be_judged_and_an_edit_may
     assert fd_summary(crashed)["verdict"] == "error"
 
 
-def _rough(loss: float, others: dict[str, str]) -> dict:
-    """fd_summary of a run whose trained parameter FD cannot judge, with verdicts on the tape's other leaves."""
-    extra = [_param(GRAD, verdict, name) for name, verdict in others.items()]
-    backwards = [BackwardResult("main.py:40", loss, [_param(GRAD, "unreliable", "rot")], extra_params=extra)]
-    return fd_summary(VerifyReport(backwards=backwards))
-
-
-def test_an_edit_fd_cannot_judge_on_the_trained_parameter_is_proven_by_another_leaf_it_mends() -> None:
-    """diffray's shape: the pose's loss is too rough for FD (ray-mesh hits); the normals' is not."""
-    before = _rough(24.2, {"normals": "fail", "texture": "pass", "pos": "unreliable"})
-    ok, why = judge(before, _rough(24.2, {"normals": "pass", "texture": "pass", "pos": "unreliable"}), ["WF403"])
-    assert ok and "FD cannot judge the trained parameters, so FD judged the tape's other leaves: `normals`" in why, why
-    # no leaf mended, one broken, a forward change, or an edit that merges backwards or moves the update: no proof
-    assert not judge(before, _rough(24.2, {"normals": "fail", "texture": "pass"}), ["WF403"])[0]
-    assert not judge(before, _rough(24.2, {"normals": "pass", "texture": "fail"}), ["WF403"])[0]
-    assert not judge(before, _rough(24.3, {"normals": "pass", "texture": "pass"}), ["WF403"])[0]
-    assert not judge(before, _rough(24.2, {"normals": "pass"}), ["WF601"])[0]
-    assert not judge(before, _rough(24.2, {"normals": "pass"}), ["WF302"])[0]
-    # the verify JSON carries them apart from the parameters (never findings)
-    report = VerifyReport(backwards=[BackwardResult("main.py:40", 1.0, [], extra_params=[_param(GRAD, "fail", "n")])])
-    assert report.to_json()["backwards"][0]["extra_params"][0]["name"] == "n" and not report.findings
-
-
-@pytest.mark.slow
-def test_real_verifier_judges_the_untrained_leaves_where_the_trained_parameter_is_chaotic(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """rough_shading.py: the trained `r` goes through the logistic map (FD unreliable before and after the WF403
-    edit); `albedo` and `normals`, which the program does not train, have a smooth loss: their FD fails before the
-    edit and passes after, which keeps it. Plain `verify` judges only `r` and reports nothing about the others."""
-    import shutil
-    import sys
-    from pathlib import Path
-
-    from warpfix.apply import Selection, check_fixes
-    from warpfix.verify import run_verify
-
-    shutil.copy(Path(__file__).parent / "verify_programs" / "rough_shading.py", tmp_path / "main.py")
-    monkeypatch.chdir(tmp_path)
-    plain = run_verify([sys.executable, "main.py"], cwd=str(tmp_path))
-    assert [p.verdict for b in plain.backwards for p in b.params][:1] == ["unreliable"]
-    assert not any(b.extra_params for b in plain.backwards) and not any(f.rule == "WF901" for f in plain.findings)
-    result = check_fixes(["."], [sys.executable, "main.py"], selection=Selection(select=["WF403"], use_cache=False))
-    assert result.errors == []
-    kept = [e for e in result.edits if e.kept]
-    assert len(kept) == 1, [(e.finding.line, e.reason) for e in result.edits]
-    assert kept[0].fd_before["other_leaves"][0] == {"normals": "fail", "albedo": "fail"}
-    assert kept[0].fd_after["other_leaves"][0] == {"normals": "pass", "albedo": "pass"}
-    assert "FD cannot judge the trained parameters, so FD judged the tape's other leaves" in kept[0].reason
-    assert "_shade_loop(" in result.changed["main.py"]
-
 TRUNCATED = make_finding("WF601", "main.py", 28, "the launch of kernel step writes `x`, recorded on another tape",
                          {"runtime": "tape-cover", "array": "x", "family": "launch of kernel step"}, classified_as="WF601")
 

@@ -29,8 +29,7 @@ class FakeVerify:
         self.error = error
         self.calls: list[tuple[list[str], str]] = []
 
-    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
-                 extra_leaves: bool = False):
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
         self.calls.append((cmd, cwd))
         if self.error:
             return VerifyReport(error=self.error)
@@ -312,8 +311,7 @@ TWO_BUGS = BUGGY.replace(
 class FakeVerifyBoth(FakeVerify):
     """FD passes only once neither kernel multiplies in place (the two bugs mask each other)."""
 
-    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
-                 extra_leaves: bool = False):
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
         self.calls.append((cmd, cwd))
         text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
         buggy = "v[i] *= k[0]" in text or "w[i] *= k[0]" in text

@@ -14,12 +14,7 @@ update) and one of these proves it:
   depends on recorded on another tape than the backward's) found the edit's arrays (or launches)
   before it and not after, where FD cannot judge (chaos, a NaN-prone solve) or cannot tell (the same
   gradient changed), or where FD disagreed before the edit and still does, like with like
-  (:func:`_like_with_like`);
-* FD could judge none of the trained parameters, before or after the edit, but it judged the tape's other
-  leaves (``apply --check`` asks the verifier for them): one of them failed before the edit and passes after,
-  and none fails after (:func:`_other_leaves`). Their gradients flow through the same backward as the trained
-  ones; a leaf whose loss is smooth (a texture) shows what the edit did where the trained parameter's loss is
-  too rough for FD (a pose through ray-mesh hits).
+  (:func:`_like_with_like`).
 
 A backward whose objective the program seeds by hand (``x.grad`` set, ``backward(grads=...)``) after the
 first backward of the iteration differentiates what earlier backwards left there (checkpoint segments
@@ -118,8 +113,6 @@ def fd_summary(report: Any) -> dict[str, Any]:
         # per backward before it: its FD verdict, and whether its objective is seeded by hand after the first
         "first_verdicts": [_backward_verdict([p.verdict for p in b.params]) if b.params else "none" for b in first],
         "seeded": [i > 0 and getattr(b, "objective", "loss") != "loss" for i, b in enumerate(first)],
-        # per backward before it: the verdicts on the untrained leaves, judged where no trained one could be
-        "other_leaves": [{p.name: p.verdict for p in getattr(b, "extra_params", [])} for b in first],
         # per backward after it that FD checked: its verdict ("pass" when every parameter passed)
         "later": [_backward_verdict([p.verdict for p in b.params]) for b in report.backwards
                   if getattr(b, "window", 0) > 0 and b.params],
@@ -168,9 +161,6 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     proof = _runtime_proof(before, after, rules, EARLY_READ_RULES if moved else None) if rules else None
     if after["verdict"] == "unreliable" and proof:
         return True, f"{loss}; FD is unreliable here, so {proof}"
-    others = _other_leaves(before, after) if after["verdict"] == "unreliable" and not moved else None
-    if others and not any(r in STEP_FIXES + MERGING_FIXES for r in rules):
-        return True, f"{loss}; FD cannot judge the trained parameters, so {others}"
     if after["verdict"] == "fail" and before["verdict"] == "fail" and not moved:
         ok, why = _like_with_like(before, after, proof)
         if ok or why:
@@ -329,22 +319,6 @@ def _update_moved_the_loss(after: dict[str, Any]) -> bool:
     """Whether the first backward after the first parameter update has another loss than the first backward."""
     first, later = after.get("losses") or [], after.get("later_losses") or []
     return bool(first and later) and None not in (first[0], later[0]) and not _close(first[0], later[0])
-
-
-def _other_leaves(before: dict[str, Any], after: dict[str, Any]) -> str | None:
-    """What FD said of the tape's untrained leaves across an edit, when that proves it: some leaf failed before and
-    passes after at the same backward, and no leaf fails after (see the module docstring); else None."""
-    fixed: list[str] = []
-    for i, now in enumerate(after.get("other_leaves") or []):
-        if "fail" in now.values():
-            return None
-        was = (before.get("other_leaves") or [])[i] if i < len(before.get("other_leaves") or []) else {}
-        fixed += [f"`{name}` (backward {i + 1})" for name, verdict in now.items()
-                  if verdict == "pass" and was.get(name) == "fail"]  # fmt: skip
-    if not fixed:
-        return None
-    return (f"FD judged the tape's other leaves: {', '.join(fixed)} disagreed with FD before the edit and agree "
-            "after, and none disagrees after")
 
 
 def _compare_gradients(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str]) -> tuple[str, str]:

@@ -20,7 +20,6 @@ for the files of kept edits.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -165,10 +164,7 @@ def check_fixes(
     to fix must lie under it. ``verify`` defaults to :func:`warpfix.verify.run_verify`.
     """
     if verify is None:
-        from warpfix.verify import run_verify
-
-        # the untrained leaves are judged too where FD cannot judge the trained ones: evidence for an edit
-        verify = functools.partial(run_verify, extra_leaves=True)
+        from warpfix.verify import run_verify as verify
     from warpfix.verify.fixable import runtime_fixes
     check, errors = _initial(paths, selection)
     out = ApplyResult(errors=errors)

@@ -100,8 +100,6 @@ class FiniteDifferences:
                 except Exception as exc:  # noqa: BLE001 - one backward that cannot be replayed is not fatal
                     job.entry["note"] = f"FD replay failed: {type(exc).__name__}: {exc}"
             job.record.params.update({i.order: p["verdict"] for i, p in zip(chosen, job.entry["params"], strict=False)})
-            if self.extra_leaves and trained and chosen != job.leaves:
-                self.judge_other_leaves(job)
             verdicts = {p["verdict"] for p in job.entry["params"]}
             if verdicts and judge.FAIL not in verdicts:
                 if verdicts == {judge.PASS}:  # a real overwrite, but the gradient it feeds agrees with FD
@@ -119,23 +117,6 @@ class FiniteDifferences:
             self.seconds["fd"] = self.fd_seconds
             self.seconds[f"fd_window{self.window}"] = self.seconds.get(f"fd_window{self.window}", 0.0) + took
         self.flush()
-
-    def judge_other_leaves(self, job: PendingCompare) -> None:
-        """For ``apply --check`` (``extra_leaves``): when FD could judge none of the trained parameters, the
-        verdicts on the tape's other leaves, as ``extra_params``. Evidence of what an edit did to the tape's
-        backward where the trained parameters' loss is too rough for FD; never findings (a program may leave
-        the gradient of a leaf it does not train wrong on purpose)."""
-        if not job.entry.get("params") or any(p["verdict"] != judge.UNRELIABLE for p in job.entry["params"]):
-            return
-        others = [i for i in job.leaves if not i.trained][:UNTRAINED_LEAVES]
-        try:
-            out = self.replay_and_judge(job, others)
-        except Exception as exc:  # noqa: BLE001 - the trained parameters' verdicts stand without them
-            job.entry["note"] = f"{job.entry.get('note', '')}; other leaves not judged: {type(exc).__name__}: {exc}"
-            return
-        for info, res in zip(others, out, strict=True):
-            res["ad_sketch"] = sketch(job.ad[id(info)])
-        job.entry["extra_params"] = out
 
     def compare(self, job: PendingCompare, leaves: list[ArrayInfo]) -> list[dict[str, Any]]:
         out = self.replay_and_judge(job, leaves)

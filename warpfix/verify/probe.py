@@ -72,8 +72,6 @@ ENV_OUT = "WARPFIX_VERIFY_OUT"
 ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
 #: The folder holding the probe package and its sitecustomize (removed from the program's children).
 ENV_PATH = "WARPFIX_VERIFY_PATH"
-#: "1": also judge the tape's untrained leaves where FD could judge no trained parameter (apply --check).
-ENV_EXTRA_LEAVES = "WARPFIX_VERIFY_EXTRA_LEAVES"
 
 
 class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChecks, FiniteDifferences):
@@ -116,7 +114,6 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.aliases: dict[int, tuple[Any, Any]] = {}
         self.taped_kernels: dict[int, Any] = {}
         self.fd_seconds = 0.0
-        self.extra_leaves = False  # judge_other_leaves (ENV_EXTRA_LEAVES)
         self.fd_start_rung: dict[int, int] = {}  # id(leaf array) -> step-ladder rung where its FD last agreed
         self.rng = np.random.default_rng(0)
         self.main_dir: str | None = None
@@ -336,7 +333,6 @@ def bootstrap() -> None:
     out_path = os.environ.pop(ENV_OUT, None)
     device = os.environ.pop(ENV_DEVICE, None)
     probe_dir = os.environ.pop(ENV_PATH, None)
-    extra_leaves = os.environ.pop(ENV_EXTRA_LEAVES, "") == "1"
     if probe_dir:
         parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != probe_dir]
         if parts:
@@ -354,7 +350,6 @@ def bootstrap() -> None:
         os._exit(0)
     program_sites.locate_dirs()
     tracer = Tracer(out_path, os.getcwd())
-    tracer.extra_leaves = extra_leaves
     try:
         if device:
             wp.init()

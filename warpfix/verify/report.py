@@ -68,8 +68,6 @@ class BackwardResult:
     note: str = ""  # why this backward could not be compared, when it could not
     window: int = 0  # 0: the first training iteration, 1: the next one
     objective: str = "loss"  # what the backward differentiates: the loss, or seeded outputs (grads=, by hand)
-    # the tape's untrained leaves, judged where no trained one could be (apply --check's evidence, no findings)
-    extra_params: list[ParamResult] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,8 +80,6 @@ class BackwardResult:
             out["note"] = self.note
         if self.objective != "loss":
             out["objective"] = self.objective
-        if self.extra_params:
-            out["extra_params"] = [p.to_json() for p in self.extra_params]
         return out
 
 
@@ -188,11 +184,23 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
         BackwardResult(
             site=b["site"],
             loss=b.get("loss"),
-            params=[_param(p) for p in b.get("params", [])],
+            params=[
+                ParamResult(
+                    name=p["name"],
+                    verdict=p["verdict"],
+                    signature=p.get("signature", ""),
+                    max_rel_err=p.get("max_rel_err"),
+                    ad_fd_ratio=p.get("ad_fd_ratio"),
+                    reason=p.get("reason", ""),
+                    ad_sketch=p.get("ad_sketch"),
+                    samples=list(p.get("samples", [])),
+                    planned=p.get("planned"),
+                )
+                for p in b.get("params", [])
+            ],
             note=b.get("note", ""),
             window=b.get("window", 0),
             objective=b.get("objective", "loss"),
-            extra_params=[_param(p) for p in b.get("extra_params", [])],
         )
         for b in raw.get("backwards", [])
     ]
@@ -203,17 +211,3 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
     ]
     return VerifyReport(backwards=backwards, findings=findings, error=raw.get("error"), stopped=raw.get("stopped", ""),
                         notes=list(raw.get("notes", [])), probe_seconds=dict(raw.get("seconds", {})))  # fmt: skip
-
-
-def _param(p: dict[str, Any]) -> ParamResult:
-    return ParamResult(
-        name=p["name"],
-        verdict=p["verdict"],
-        signature=p.get("signature", ""),
-        max_rel_err=p.get("max_rel_err"),
-        ad_fd_ratio=p.get("ad_fd_ratio"),
-        reason=p.get("reason", ""),
-        ad_sketch=p.get("ad_sketch"),
-        samples=list(p.get("samples", [])),
-        planned=p.get("planned"),
-    )
