@@ -55,12 +55,12 @@ class BackwardChecks:
         taped_ops = [op for op in self.ops[self.tape_since.get(id(tape), 0):] if op.tape is tape]
         # a leaf: read on this tape and not written from its first read there on (host set-up before is fine)
         leaves: list[ArrayInfo] = []
-        seen: set[int] = set()
+        first_on_tape: dict[int, int] = {}  # info.order -> op index of this tape's first read of it
         for op in taped_ops:
             for info in op.reads:
-                if info.order in seen:
+                if info.order in first_on_tape:
                     continue
-                seen.add(info.order)
+                first_on_tape[info.order] = op.index
                 if self.is_param_candidate(info) and info.arr is not loss and not any(
                     w >= op.index for w in info.writes_at
                 ):
@@ -122,10 +122,7 @@ class BackwardChecks:
             if taped_ops and leaves and seeds:
                 job = self.plan_compare(entry, objective, leaves, ad, path, line, record)
                 job.integrity = integrity
-                job.tape = tape
-                for op in taped_ops:
-                    for info in op.reads:
-                        job.tape_reads.setdefault(info.order, op.index)
+                job.tape, job.tape_reads = tape, first_on_tape
                 self.pending.append(job)
         for info in leaves:
             if info not in self.window_params:
