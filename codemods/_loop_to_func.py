@@ -94,19 +94,18 @@ def _signature(fn: ast.FunctionDef, loop: ast.For) -> tuple[list[str], list[str]
         raise NotExtractable(f"the loop variable `{shadowed[0]}` is read after the loop")
     if any(isinstance(n, ast.Attribute) and n.attr == "tid" for n in ast.walk(loop)):
         raise NotExtractable("the loop calls `tid()`, which only a kernel may")
-    mentioned: list[str] = []
+    first: dict[str, tuple[int, int]] = {}  # name -> where the loop first mentions it
     stored: set[str] = set()
     for n in ast.walk(loop):
         if isinstance(n, ast.Name) and n.id not in targets:
-            if n.id not in mentioned:
-                mentioned.append(n.id)
+            first[n.id] = min(first.get(n.id, (n.lineno, n.col_offset)), (n.lineno, n.col_offset))
             if isinstance(n.ctx, ast.Store):
                 stored.add(n.id)
         elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
             base = _base_name(n)
             if base is None or base not in params or isinstance(n, ast.Attribute):
                 raise NotExtractable(f"the loop updates `{ast.unparse(n)}` in place")
-    mentioned.sort(key=lambda name: _first_line(loop, name))
+    mentioned = sorted(first, key=first.__getitem__)
     if first := sorted(stored - before & after):
         raise NotExtractable(f"`{first[0]}` is first assigned in the loop and read after it")
     carried = stored & before
@@ -133,10 +132,6 @@ def _base_name(node: ast.expr) -> str | None:
     while isinstance(node, (ast.Subscript, ast.Attribute)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
-
-
-def _first_line(loop: ast.For, name: str) -> tuple[int, int]:
-    return min((n.lineno, n.col_offset) for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name)
 
 
 def _assigned(stmt: ast.Assign | ast.AugAssign | ast.AnnAssign) -> set[str]:
