@@ -153,11 +153,6 @@ def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = 
     ok, loss, moved = _forward_preserved(before, after, rules)
     if not ok:
         return False, loss
-    if moved and rules and not any(r in UPDATE_MOVING_FIXES for r in rules):
-        moved = False
-        loss = (f"loss unchanged at the {len(after['losses'])} backward(s) both runs have before the first parameter "
-                f"update ({len(before['losses'])} -> {len(after['losses'])}; a {'/'.join(sorted(set(rules)))} fix "
-                "moves no optimizer step: the iteration is recognised to end earlier)")
     proof = _runtime_proof(before, after, rules, EARLY_READ_RULES if moved else None) if rules else None
     if after["verdict"] == "unreliable" and proof:
         return True, f"{loss}; FD is unreliable here, so {proof}"
@@ -235,6 +230,10 @@ def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
     for i, (a, b) in enumerate(zip(lb, la, strict=False)):
         if not _close(a, b):
             return False, f"the loss changed at backward {i + 1} ({a} -> {b}): the forward is not preserved", False
+    if rules and not any(r in UPDATE_MOVING_FIXES for r in rules):
+        return True, (f"loss unchanged at the {len(la)} backward(s) both runs have before the first parameter update "
+                      f"({len(lb)} -> {len(la)}; a {'/'.join(sorted(set(rules)))} fix moves no optimizer step: the "
+                      "iteration is recognised to end earlier)"), False
     return True, f"the edit moved the first parameter update ({len(lb)} -> {len(la)} backwards before it)", True
 
 
