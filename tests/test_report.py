@@ -248,3 +248,20 @@ def test_render_dispatches_every_format() -> None:
     assert set(FORMATS) == {"text", "json", "sarif", "github"}
     with pytest.raises(ValueError, match="unknown output format"):
         render("xml", result, warp_version="1.19.0")
+
+
+def test_verify_json_is_strict_json_with_one_spelling_of_non_finite_numbers() -> None:
+    from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport
+
+    sample = {"kind": "element", "index": 0, "ad": float("nan"), "fd": 1.0, "status": "fail",
+              "reason": "AD is NaN", "steps": [[0.1, float("inf")], [0.01, float("-inf")]]}
+    param = ParamResult("x", "fail", "NaN/inf", float("inf"), float("nan"), "AD is NaN", samples=[sample], planned=1)
+    report = VerifyReport(backwards=[BackwardResult("train.py:3", float("nan"), [param])])
+    text = json.dumps(report.to_json(), allow_nan=False)  # raises on a bare NaN/Infinity
+    doc = json.loads(text)
+    back = doc["backwards"][0]
+    assert back["loss"] == "nan"
+    assert (back["params"][0]["max_rel_err"], back["params"][0]["ad_fd_ratio"]) == ("inf", "nan")
+    got = back["params"][0]["samples"][0]
+    assert (got["ad"], got["fd"], got["steps"]) == ("nan", 1.0, [[0.1, "inf"], [0.01, "-inf"]])
+    assert sample["ad"] != sample["ad"]  # the report's own values are left as they are

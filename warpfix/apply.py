@@ -32,6 +32,7 @@ from warpfix.finding import Finding
 from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
 from warpfix.procs import scratch_run
+from warpfix.report.json_out import strict_json
 
 
 @dataclass
@@ -65,12 +66,12 @@ class ApplyResult:
     errors: list[str] = field(default_factory=list)  # one line each: files that could not be read, skipped
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return strict_json({
             "version": 1,
             "edits": [e.to_json() for e in self.edits],
             "findings": [f.to_json() for f in self.remaining],
             "errors": [_error_json(e) for e in self.errors],
-        }
+        })
 
 
 def _error_json(line: str) -> dict[str, Any]:

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     with report_stream(args) as out:
         if args.format == "json":
-            out.write(json.dumps(result.to_json(), indent=2) + "\n")
+            out.write(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
         elif args.diff:
             out.write(unified_diffs(result))
             if not args.quiet:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print("warpfix verify: interrupted; the program and its children were stopped", file=sys.stderr)
         return 130
     if args.format == "json":
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write(render_report(report, color=sys.stdout.isatty()))
     return report.exit_code

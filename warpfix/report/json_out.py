@@ -12,6 +12,7 @@ A finding in a notebook has ``"cell": N`` (1-based, among all cells) and lines i
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,3 +61,16 @@ def render_json(
     doc = json_document(findings, warp_version=warp_version, errors=errors, files_checked=files_checked,
                         sources=sources)
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float (a NaN loss, an infinite FD) written as the string
+    ``"nan"``, ``"inf"`` or ``"-inf"``: JSON has no such numbers, and ``json.dumps`` would print
+    the bare ``NaN`` that strict parsers (``jq``, JavaScript) reject."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value

@@ -534,13 +534,9 @@ def _sample_json(sample: judge.SampleJudgement, steps: list[judge.StepResult]) -
     return {
         "kind": sample.kind,
         "index": sample.index,
-        "ad": _json_float(sample.ad),
-        "fd": _json_float(sample.fd),
+        "ad": sample.ad,
+        "fd": sample.fd,
         "status": sample.status,
         "reason": sample.reason,
-        "steps": [[s.t, _json_float(s.fd)] for s in steps],
+        "steps": [[s.t, s.fd] for s in steps],
     }
-
-
-def _json_float(x: float | None) -> float | str | None:
-    return x if x is None or math.isfinite(x) else repr(float(x))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
+from warpfix.report.json_out import strict_json
 
 JSON_VERSION = 1
 
@@ -134,7 +135,8 @@ class VerifyReport:
             out["error"] = self.error
         if self.stopped:
             out["stopped"] = self.stopped
-        return out
+        return strict_json(out)
+
 
 
 def _span(path: str, line: int) -> Span:
