@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from warpfix.verify import judge
-from warpfix.verify.fd import FD_BUDGET_S, FD_PROGRAM_FACTOR, FiniteDifferences
+from warpfix.verify.fd import (
+    FD_BUDGET_S,
+    FD_PROGRAM_FACTOR,
+    FiniteDifferences,
+    distinct_digits,
+    relative_difference,
+)
 from warpfix.verify.judge import StepResult
 from warpfix.verify.ladder import STEP_LADDER, run_ladder
 from warpfix.verify.records import ArrayInfo, Objective, ReplayPlan
@@ -160,3 +166,15 @@ def test_the_replay_restore_copies_host_memory_as_wp_copy_does() -> None:
     assert [n is None for _, _, n in plan.copies] == [False, True, False]  # reversed order: vec, column, base
     for info, values in zip(infos, want, strict=True):
         np.testing.assert_array_equal(info.arr.numpy(), values)
+
+
+def test_a_replay_that_departs_in_the_eighth_digit_shows_the_digits_that_differ() -> None:
+    wp = pytest.importorskip("warp")
+    probe = _Probe(wp, 16, False)
+    arr = wp.array(probe.x.astype(np.float32), dtype=wp.float32, device="cpu")
+    info = ArrayInfo(arr=arr, order=0, snap=None, name="w", hash=0)
+    res = probe.compare_param(info, Objective([], "loss"), 271.5597839, 1e-5, 0.0, 271.5598145, False,
+                              {0: probe.x}, probe.grad(), ReplayPlan(0, [], {}))  # fmt: skip
+    assert res["verdict"] == judge.UNRELIABLE
+    assert "gives loss 271.55981 instead of 271.55978, relative difference 1.1e-07" in res["reason"]
+    assert distinct_digits(1.5, 1.5) == ("1.5", "1.5") and relative_difference(1.5, 1.5) == ""

@@ -298,9 +298,11 @@ class FiniteDifferences:
         directions; when the budget allows fewer than all, one direction covers every element first)."""
         base = {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": ""}
         if not replay_ok:
+            got, want = distinct_digits(replayed, loss_value)
             reason = (
-                f"{judge.NOISE}: replaying the iteration gives loss {replayed:.7g} instead of "
-                f"{loss_value:.7g} (nondeterministic forward or state the probe cannot restore)"
+                f"{judge.NOISE}: replaying the iteration gives loss {got} instead of {want}"
+                f"{relative_difference(replayed, loss_value)} (nondeterministic forward or state the "
+                "probe cannot restore)"
             )
             return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
         x = values[info.order]  # the parameter as its first reader sees it
@@ -511,6 +513,23 @@ def hold_completed_segments(ops: list[Op], job: PendingCompare, later: list[Pend
                                        "on checkpoint segments a later seeded backward replays")  # fmt: skip
         if not leaves:
             del job.plan.leaves_at[at]
+
+
+def distinct_digits(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits (7 at least) that tell them apart: a replay
+    that departs in the 8th digit must not read "271.5598 instead of 271.5598"."""
+    for digits in range(7, 18):
+        fa, fb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if fa != fb:
+            return fa, fb
+    return repr(a), repr(b)
+
+
+def relative_difference(a: float, b: float) -> str:
+    """", relative difference 3.1e-08" when both are finite and differ, else nothing."""
+    if a == b or not (math.isfinite(a) and math.isfinite(b)):
+        return ""
+    return f", relative difference {abs(a - b) / max(abs(a), abs(b)):.2g}"
 
 
 def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:
