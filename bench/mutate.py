@@ -3,6 +3,7 @@
     python bench/mutate.py --jobs 1 --json /tmp/mutate.json          # default programs, every operator
     python bench/mutate.py --programs ball --rules WF301,WF201 --no-apply
     python bench/mutate.py --programs all --limit 2 --attempts 4
+    python bench/mutate.py --programs cloth --skip 3        # held out: sites the default run never tries
 
 For each program (bench/mutants/programs.py: newton's diffsim examples, Warp's optim and fem
 optimization examples, copied from site-packages into a scratch folder) and each operator
@@ -368,7 +369,7 @@ class Bench:
         with self.lock:
             self.sites[(program.name, op.name)] = count
         kept = 0
-        for site in range(min(count, self.opts.attempts)):
+        for site in range(self.opts.skip, min(count, self.opts.skip + self.opts.attempts)):
             if kept >= self.opts.limit:
                 break
             mutant = op.mutate(source, site)
@@ -569,6 +570,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rules", help="comma-separated rule IDs or operator names (default: all)")
     p.add_argument("--limit", type=int, default=1, help="kept mutants per program and operator (default 1)")
     p.add_argument("--attempts", type=int, default=3, help="sites tried per program and operator (default 3)")
+    p.add_argument("--skip", type=int, default=0, metavar="N",
+                   help="start at each operator's site N, past the sites earlier runs tried (held-out mutants)")
     p.add_argument("--jobs", type=int, default=1, help="mutants evaluated in parallel (default 1)")
     p.add_argument("--json", help="write every outcome to this file (updated after each mutant)")
     p.add_argument("--no-apply", action="store_true", help="score check only")

@@ -46,10 +46,16 @@ class ParamFacts:
     annotation: str  # annotation source text ("wp.array(dtype=wp.vec3)")
     is_array: bool
     is_struct: bool = False
-    accesses: list[Access] = field(default_factory=list)
+    accesses: list[Access] = field(default_factory=list)  # only ever appended to
+    # the kinds among ``accesses`` and how many accesses they were taken from (asked millions of times)
+    _kinds: tuple[int, frozenset[str]] = field(default=(0, frozenset()), repr=False, compare=False)
 
     def has(self, *kinds: AccessKind) -> bool:
-        return any(a.kind in kinds for a in self.accesses)
+        seen, found = self._kinds
+        if seen != len(self.accesses):
+            found = frozenset(a.kind for a in self.accesses)
+            self._kinds = (len(self.accesses), found)
+        return not found.isdisjoint(kinds)
 
     @property
     def read(self) -> bool:

@@ -22,6 +22,7 @@ import ast
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
@@ -138,8 +139,14 @@ def unresolved_element(buf: Buffer) -> bool:
     access shares one abstract buffer, so its reads and writes need not touch the same array."""
     if buf.origin is not None or buf.fresh:
         return False
+    return _variable_subscript(buf.label)
+
+
+@lru_cache(maxsize=4096)
+def _variable_subscript(label: str) -> bool:
+    """``label`` reads ``xs[expr]`` with an index that is not a literal (labels repeat across roots)."""
     try:
-        node = ast.parse(buf.label, mode="eval").body
+        node = ast.parse(label, mode="eval").body
     except SyntaxError:
         return False
     return isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant)

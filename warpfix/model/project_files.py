@@ -79,12 +79,16 @@ class ProjectKernels:
         self._by_real: dict[str, dict[str, KernelDef]] = {}
         for k in kernels:
             self._by_real.setdefault(os.path.realpath(k.path), {}).setdefault(k.name, k)
+        self._real: dict[str, str] = {}  # path as asked -> real path (a library call asks per kernel it launches)
 
     def get(self, path: str, name: str) -> KernelDef | None:
         """The project's kernel ``name`` of the file at ``path`` (any form), or None."""
         if not self._by_real:
             return None
-        return self._by_real.get(os.path.realpath(path), {}).get(name)
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = os.path.realpath(path)
+        return self._by_real.get(real, {}).get(name)
 
 
 class ProjectModules:

@@ -41,15 +41,39 @@ def _callee_name(node: ast.Call) -> str | None:
     return None
 
 
-def function_body_nodes(fn: ast.FunctionDef) -> Iterator[ast.AST]:
-    """Every node of ``fn``'s body, not descending into nested definitions."""
+_NESTED_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_BODY_NODES: dict[int, tuple[ast.FunctionDef, tuple[ast.AST, ...]]] = {}  # id(fn) -> (fn, its nodes)
+_BODY_NODES_LIMIT = 50_000  # functions remembered at most (a language server checks for hours)
+
+
+def function_body_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
+    """Every node of ``fn``'s body in pre-order, not descending into nested definitions. Computed
+    once per function: a dozen kernel-body rules and analyses walk every kernel and func body."""
+    hit = _BODY_NODES.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    out: list[ast.AST] = []
+    append = out.append
     stack: list[ast.AST] = list(reversed(fn.body))
     while stack:
         node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        append(node)
+        if isinstance(node, _NESTED_DEFS):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        children: list[ast.AST] = []
+        for name in node._fields:  # ast.iter_child_nodes's order, without its generators
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                children.extend(c for c in value if isinstance(c, ast.AST))
+            elif isinstance(value, ast.AST):
+                children.append(value)
+        children.reverse()
+        stack.extend(children)
+    if len(_BODY_NODES) >= _BODY_NODES_LIMIT:
+        _BODY_NODES.clear()
+    nodes = tuple(out)
+    _BODY_NODES[id(fn)] = (fn, nodes)
+    return nodes
 
 
 @dataclass

@@ -269,12 +269,21 @@ def overwritten_params(kd: KernelDef) -> set[str]:
     return {name for name, p in kd.params.items() if p.is_array and p.has(*_OVERWRITE_KINDS)}
 
 
+_STORES: dict[int, tuple[KernelDef, dict[int, ast.AST]]] = {}  # id(kd) -> (kd, line -> first store or call)
+
+
 def _statement_at(kd: KernelDef, span: Span) -> ast.AST | None:
-    for node in ast.walk(kd.node):
-        if getattr(node, "lineno", None) == span.line and isinstance(node, (ast.stmt, ast.Call)):
+    """The first assignment or call (in ``ast.walk`` order) on ``span``'s line of ``kd``."""
+    hit = _STORES.get(id(kd))
+    if hit is None or hit[0] is not kd:
+        by_line: dict[int, ast.AST] = {}
+        for node in ast.walk(kd.node):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call)):
-                return node
-    return None
+                by_line.setdefault(node.lineno, node)
+        if len(_STORES) > 20_000:
+            _STORES.clear()
+        hit = _STORES[id(kd)] = (kd, by_line)
+    return hit[1].get(span.line)
 
 
 def rmw_store_spans(kd: KernelDef, param: str) -> list[Span]:

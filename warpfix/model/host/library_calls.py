@@ -155,6 +155,14 @@ class LibraryCalls:
                     out.extend(expand([f"{head}[{key}]{tail}" for key in hit[0].items]))
             return out
 
+        # the ops' paths resolved once per call: the ops below bind no attribute, so a path keeps its value
+        resolved: dict[str, tuple[Val, str] | None] = {}
+
+        def resolve_once(path: str) -> tuple[Val, str] | None:
+            if path not in resolved:
+                resolved[path] = resolve(path)
+            return resolved[path]
+
         callbacks: list[Op] = []
         for op in summary.ops:
             if op.kind == "callback":
@@ -166,7 +174,7 @@ class LibraryCalls:
             paths: dict[int, str] = {}
 
             def buf_of(path: str, names: dict[int, str] = names, paths: dict[int, str] = paths) -> Buffer | None:
-                hit = resolve(path)
+                hit = resolve_once(path)
                 if hit is None:
                     return None
                 b = self.buffer(hit[0])
@@ -189,7 +197,7 @@ class LibraryCalls:
                         continue
                     binding[pname] = b
                     param_paths[pname] = path
-                    param_text[pname] = resolve(path)[1]  # type: ignore[index]
+                    param_text[pname] = resolve_once(path)[1]  # type: ignore[index]
                     for lst, hit in ((reads, facts.read), (writes, facts.written), (accums, facts.accumulated)):
                         if hit and all(x.id != b.id for x in lst):
                             lst.append(b)
@@ -218,7 +226,7 @@ class LibraryCalls:
                 break
         # the two recursive closures hold themselves (and through ``bound`` the caller's values) in a
         # cycle that only the collector, paused while tracing, would free: let them go now
-        resolve = expand = None  # type: ignore[assignment]
+        resolve = expand = resolve_once = None  # type: ignore[assignment]
         return result if result is not None else self.new(summary.qualname.rpartition(".")[2] + "()", external=True)
 
     def replay_callbacks(self, callbacks: list[Op], bound: dict[str, tuple[Val, str]], e: ast.Call,
