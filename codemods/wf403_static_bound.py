@@ -34,12 +34,12 @@ from codemods._base import FindingCommand, NotApplicable
 from codemods._loop_to_func import NotExtractable, loop_into_func
 from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from codemods.wf401_kernel_output import is_kernel
-
-MAX_UNROLL = 16  # warp.config.max_unroll's default
+from warpfix.model.loop_fix import MAX_UNROLL, module_constants
 
 
 def _bound_param(loop: cst.For, params: list[str]) -> str | None:
-    """``n`` of ``for _ in range(n)`` / ``range(k, n)`` (k a literal), when ``n`` is a kernel parameter."""
+    """``n`` of ``for _ in range(n)`` / ``range(k, n)`` (k a literal), when ``n`` is a kernel parameter
+    (``warpfix.model.loop_fix.bound_param`` is the detector's copy, on the ``ast``)."""
     it = loop.iter
     if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"):
         return None
@@ -50,25 +50,6 @@ def _bound_param(loop: cst.For, params: list[str]) -> str | None:
     if len(args) == 2 and not isinstance(args[0], cst.Integer):
         return None
     return stop.value if isinstance(stop, cst.Name) and stop.value in params else None
-
-
-def _module_constants(tree: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <int>`` assigned exactly once in the whole file and never declared global."""
-    values: dict[str, int] = {}
-    for stmt in tree.body:
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Constant) and type(stmt.value.value) is int):
-            values[stmt.targets[0].id] = stmt.value.value
-    counts: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            counts[node.id] = counts.get(node.id, 0) + 1
-        elif isinstance(node, ast.Global):
-            for name in node.names:
-                counts[name] = counts.get(name, 0) + 2
-        elif isinstance(node, ast.arg):
-            counts[node.arg] = counts.get(node.arg, 0) + 2
-    return {k: v for k, v in values.items() if counts.get(k) == 1}
 
 
 def _kernel_ref(node: ast.expr, kernel: str, binding: Binding) -> bool:
@@ -87,7 +68,7 @@ def launch_constants(path: str, text: str, kernel: str, index: int, binding: Bin
         tree = ast.parse(text)
     except SyntaxError:
         return [], f"{path} does not parse"
-    constants = _module_constants(tree)
+    constants = module_constants(tree)
     stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     launched: set[int] = set()
     values: list[int] = []
@@ -186,7 +167,7 @@ class StaticLoopBound(FindingCommand):
         if self.nodes(loop.body, (cst.Break, cst.Continue)):
             raise self.not_applicable("the loop holds break/continue")
         value = self._launched_constant(func.name.value, params.index(param))
-        own = _module_constants(ast.parse(self.tree.code))
+        own = module_constants(ast.parse(self.tree.code))
         name = next((k for k, v in own.items() if v == value), None)
         bound = cst.ensure_type(loop.iter, cst.Call).args[-1].value
         static = self.expression(f"{self.warp_alias()}.static({name or value})")
@@ -285,7 +266,7 @@ class StaticLoopBound(FindingCommand):
             if home == path or not re.search(rf"^{re.escape(name)}\s*=", text, re.M):
                 continue
             try:
-                value = _module_constants(ast.parse(text)).get(name)
+                value = module_constants(ast.parse(text)).get(name)
             except SyntaxError:
                 continue
             if value is not None and name in binding_in(path, home, name, project).names:

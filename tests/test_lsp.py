@@ -413,3 +413,22 @@ async def test_a_client_that_cannot_resolve_gets_the_edit_with_the_action(
     (fix,) = [a for a in actions if a.title.startswith("WF201:")]
     fixed = apply_edits(BUGGY, fix.edit.changes[uri])
     assert "y = wp.zeros(n, dtype=float, requires_grad=True)" in fixed
+
+
+@pytest.mark.asyncio
+async def test_a_quick_fix_the_codemod_refuses_says_why(client: LanguageClient, tmp_path: Path) -> None:
+    """WF106 in a kernel a captured graph launches: the quick fix is offered (the detector cannot tell),
+    the codemod refuses when the user picks it, and the user is told why instead of nothing happening."""
+    text = (ROOT / "golden" / "WF106-graph-captured" / "buggy" / "main.py").read_text()
+    uri = await open_file(client, tmp_path / "main.py", text)
+    (diag,) = [d for d in diagnostics(client, uri) if d.code == "WF106"]
+    actions = await code_actions(client, uri, [diag], only=[types.CodeActionKind.QuickFix])
+    (fix,) = [a for a in actions if a.title.startswith("WF106:")]
+    client.messages.clear()
+    fix = await resolved(client, fix)
+    assert fix.edit is None
+    await until(lambda: bool(client.messages), "the reason the fix makes no edit")
+    (shown,) = client.messages
+    assert shown.type == types.MessageType.Warning
+    assert shown.message.startswith("warpfix: no automatic fix for WF106: ")
+    assert "which the graph captured at" in shown.message and "fix by hand" in shown.message

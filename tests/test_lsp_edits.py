@@ -101,8 +101,9 @@ def test_a_lint_runs_no_codemod(monkeypatch, tmp_path) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("a lint must not compute fixes")
 
-    monkeypatch.setattr(server, "fix_changes", broken)
+    monkeypatch.setattr(server, "fix_outcome", broken)
     monkeypatch.setattr(fixedits, "fix_changes", broken)
+    monkeypatch.setattr(fixedits, "fix_outcome", broken)
     path = str(tmp_path / "fit.py")
     uri = (tmp_path / "fit.py").as_uri()
     snap = lsp.Snapshot({path: WF702}, {uri: 3}, {path: uri}, Config(), PositionCodec())

@@ -111,8 +111,11 @@ def _recheck(sources: dict[str, str], sel: Selection) -> list[Finding]:
     ).findings
 
 
-def _fixable(findings: Sequence[Finding], unsafe: bool) -> list[Finding]:
-    return [f for f in findings if f.fix.safety.value == "safe" or (unsafe and f.fix.safety.value == "unsafe")]
+def _fixable(findings: Sequence[Finding], unsafe: bool, *, refused: bool = False) -> list[Finding]:
+    """The findings with a fix to apply; with ``refused``, also those whose detector says why no edit
+    fixes them (``data["no_edit"]``), for compute_edits to report with that reason."""
+    return [f for f in findings if f.fix.safety.value == "safe" or (unsafe and f.fix.safety.value == "unsafe")
+            or (refused and isinstance(f.data.get("no_edit"), str))]
 
 
 def plan_fixes(
@@ -128,7 +131,7 @@ def plan_fixes(
     findings = check.findings
     reported: dict[tuple, Edit] = {}
     for _ in range(rounds):
-        result = compute_edits(current, _fixable(findings, unsafe), unsafe=unsafe)
+        result = compute_edits(current, _fixable(findings, unsafe, refused=True), unsafe=unsafe)
         for finding, why in result.skipped:
             reported.setdefault((finding.rule, finding.path, finding.line), Edit(finding, False, why))
         for finding in result.applied:

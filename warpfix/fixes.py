@@ -15,8 +15,9 @@ by an earlier edit is skipped (run ``apply`` again: the checker sees the new cod
 A finding is skipped, with a reason, when its rule has no codemod, when its fix is
 diagnostic only or unsafe (and ``unsafe`` is false), when no tape records its code
 (``data["taped"] is False``: RULES.md allows automatic edits only in taped code; an
-absent key counts as taped), when its codemod finds the place not mechanically
-rewritable, or when a rewrite would not compile.
+absent key counts as taped), when its detector already knows why no edit can fix it
+(``data["no_edit"]``), when its codemod finds the place not mechanically rewritable, or when a
+rewrite would not compile.
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ def _allowed(finding: Finding, unsafe: bool) -> str | None:
     """Why the finding's fix may not be applied, or None."""
     if finding.rule not in COMMANDS:
         return f"no automatic fix for {finding.rule}"
+    # the detector knows the codemod refuses (WF403), or the program observes what the fix changes (model.pinned)
+    refusal = finding.data.get("no_edit")
+    if isinstance(refusal, str):
+        return UNTAPED if finding.data.get("taped") is False else refusal
     safety = finding.fix.safety
     if safety is FixSafety.NONE:
         return "diagnostic only: no fix"
@@ -94,8 +99,7 @@ def _allowed(finding: Finding, unsafe: bool) -> str | None:
         return "unsafe fix: needs --unsafe-fixes"
     if finding.data.get("taped") is False:
         return UNTAPED
-    refusal = finding.data.get("no_edit")  # the program observes what the fix changes (model.pinned)
-    return refusal if isinstance(refusal, str) else None
+    return None
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:

@@ -22,7 +22,7 @@ from warpfix.engine import ParseCache
 from warpfix.finding import FixSafety, Span
 from warpfix.lsp.edits import ignore_comment_edit, text_edits
 from warpfix.lsp.lint import SOURCE, Checked, Snapshot, lint_snapshot, span_key, span_range, uri_of
-from warpfix.report.fixedits import fix_changes
+from warpfix.report.fixedits import fix_outcome
 from warpfix.rules import rule_by_id
 
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
@@ -226,8 +226,8 @@ class WarpfixServer(LanguageServer):
             return action
         loop = asyncio.get_running_loop()
         try:
-            changes = await loop.run_in_executor(
-                self._worker, partial(fix_changes, checked.sources, findings, unsafe=unsafe)
+            changes, refused = await loop.run_in_executor(
+                self._worker, partial(fix_outcome, checked.sources, findings, unsafe=unsafe)
             )
         except Exception:  # a codemod bug costs this fix, not the server
             self.log(types.MessageType.Error, f"fix of {data.get('rule', 'all')} in {uri} failed:\n"
@@ -239,6 +239,9 @@ class WarpfixServer(LanguageServer):
             action.edit = types.WorkspaceEdit(
                 changes={uri_of(p, known): text_edits(old, new, codec) for p, (old, new) in sorted(changes.items())}
             )
+        elif refused and not data.get("all"):  # the user picked this fix: say why nothing changes
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"warpfix: no automatic fix for {data.get('rule')}: {refused[0]}"))
         return action
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:

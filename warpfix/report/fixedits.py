@@ -16,16 +16,24 @@ def fix_changes(
     sources: Mapping[str, str], findings: Sequence[Finding], *, unsafe: bool
 ) -> dict[str, tuple[str, str]]:
     """``path -> (old, new)`` for every file the fixes of ``findings`` change (empty if none apply)."""
+    return fix_outcome(sources, findings, unsafe=unsafe)[0]
+
+
+def fix_outcome(
+    sources: Mapping[str, str], findings: Sequence[Finding], *, unsafe: bool
+) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """:func:`fix_changes`, and why each finding whose fix is made by no edit was skipped."""
     from warpfix.fixes import compute_edits
 
     fixable = [
         f for f in findings if f.fix.safety is FixSafety.SAFE or (unsafe and f.fix.safety is FixSafety.UNSAFE)
     ]
     if not fixable:
-        return {}
+        return {}, []
     result = compute_edits(dict(sources), fixable, unsafe=unsafe)
-    return {
+    changes = {
         path: (sources.get(path, ""), new)
         for path, new in result.new_sources.items()
         if new != sources.get(path)
     }
+    return changes, [why for _, why in result.skipped]

@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.model.loop_fix import Launch, fix_refusal
 from warpfix.model.loop_hazards import dynamic_loop_hazards
 from warpfix.model.reach import kernel_defs, tape_reach
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 
 class DynamicLoopCarry(Rule):
@@ -176,6 +178,17 @@ with wp.Tape() as tape:
         ),
     ]
 
+    def begin(self, project: Project) -> None:
+        # id(kernel node) -> id(launch call) -> the launch: what the fix's static bound depends on
+        self._launches: dict[int, dict[int, Launch]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        for ev in trace.events:
+            src = project.files.get(ev.span.path)
+            if ev.kind == "launch" and ev.kernel is not None and src is not None and isinstance(ev.node, ast.Call):
+                self._launches.setdefault(id(ev.kernel.node), {})[id(ev.node)] = (src.tree, ev.node, ev.arg_nodes)
+        return iter(())
+
     def check_project(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
         for kd, src, fn in kernel_defs(project, "kernel", "func"):
@@ -205,15 +218,20 @@ with wp.Tape() as tape:
                         f"in reverse order without restoring `{h.carried}`, so it reads another value than "
                         f"the forward pass used"
                     )
+                launches = self._launches.get(id(kd.node), {}).values()
+                refused = fix_refusal(src.tree, fn, kd.kind == "func", h.loop, h.stmt, h.after, launches)
                 yield self.finding(
                     src.span(h.stmt),
                     f"in {kd.kind} `{kd.name}`: {why}",
+                    fix_safety=None if refused is None else FixSafety.NONE,
+                    fix_description=None if refused is None else f"{self.fix_description}; not automatic: {refused}",
                     severity=severity,
                     data={
                         "kernel": kd.name,
                         "carried": h.carried,
                         "loop_line": loop_line,
                         "after_loop": h.after,
+                        **({} if refused is None else {"no_edit": refused}),  # apply says why it makes no edit
                     },
                     related=((src.span(h.loop), "dynamic loop (trip count not a compile-time constant)"),),
                 )
