@@ -5,6 +5,7 @@ kernel's name. ``apply`` itself is covered by tests/test_apply.py and test_apply
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import textwrap
@@ -17,6 +18,9 @@ from tests.test_apply import _BUGGY_RUN, _BUGGY_SIM, _CLEAN_RUN, _CLEAN_SIM, _pr
 from tests.test_apply_warp_sources import UNTAPED_LIBRARY
 from warpfix.cli import main
 from warpfix.engine import check_paths
+from warpfix.finding import Fix, FixSafety
+from warpfix.model.taped import UNTAPED
+from warpfix.report.base import count_fixable
 from warpfix.report.fixedits import fix_changes
 
 
@@ -40,12 +44,17 @@ def test_no_fix_is_offered_in_code_no_tape_records(tmp_path: Path, monkeypatch: 
     (tmp_path / "eig.py").write_text(UNTAPED_LIBRARY, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = check_paths(["."], use_cache=False)
-    fixable = [f for f in result.findings if f.fix.safety.value != "none"]
-    assert fixable, "the library has no finding with a fix any more: the test proves nothing"
-    assert all(f.data.get("taped") is False for f in fixable)
-    assert fix_changes(result.sources, fixable, unsafe=True) == {}  # the editor's fix-all and quick fixes
+    # findings whose rule has a fix, which check marks neither [*] nor [-]: it says why instead
+    untaped = [f for f in result.findings if f.data.get("no_edit") == UNTAPED]
+    assert untaped, "the library has no finding a fix would apply to any more: the test proves nothing"
+    assert all(f.data.get("taped") is False and f.fix.safety is FixSafety.NONE for f in untaped)
+    assert all(f.fix.description.endswith(f"; not automatic: {UNTAPED}") for f in untaped)
+    assert count_fixable(result.findings) == (0, 0)
+    # the editor's fix-all and quick fixes, even when offered them as safe fixes
+    offered = [dataclasses.replace(f, fix=Fix(FixSafety.SAFE, f.fix.description)) for f in untaped]
+    assert fix_changes(result.sources, offered, unsafe=True) == {}
     results = _sarif(capsys, ".")
-    assert {r["ruleId"] for r in results} >= {f.rule for f in fixable}
+    assert {r["ruleId"] for r in results} >= {f.rule for f in untaped}
     assert _changed_uris(results) == set()
 
 

@@ -31,11 +31,11 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods import COMMANDS, NotApplicable
 from warpfix.finding import Finding, FixSafety
+from warpfix.model.taped import UNTAPED
 
 __all__ = ["UNTAPED", "FixResult", "compute_edits"]
 
 #: Why a finding in code that no tape records gets no automatic edit.
-UNTAPED = "no tape records this code"
 
 
 @dataclass

@@ -23,7 +23,7 @@ import re
 import weakref
 from collections.abc import Iterable
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, Fix, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import KernelDef
 from warpfix.model.pinned import edit_refusal
@@ -144,8 +144,12 @@ def paths_context_records(paths: Iterable[str]) -> bool:
     return False
 
 
+UNTAPED = "no tape records this code"  # why a finding there has no automatic fix (RULES.md)
+
+
 def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
-    """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning.
+    """Set ``data["taped"]`` on every finding; an error in code no tape records becomes a warning,
+    and its fix is not automatic (``data["no_edit"]``: RULES.md allows edits in taped code only).
 
     A taped finding in code that observes its current gradients or overwrite on purpose (a test
     asserting them, Warp's own overwrite check turned on: :mod:`warpfix.model.pinned`) is a warning
@@ -160,13 +164,19 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
         message = f.message
         observed = edit_refusal(project, f) if taped and (f.fix.safety is not FixSafety.NONE
                                                           or f.severity is Severity.ERROR) else None
+        fix = f.fix
+        if not taped and fix.safety is not FixSafety.NONE:  # no [*] / [-]: `apply` edits taped code only
+            data["no_edit"] = UNTAPED
+            fix = Fix(FixSafety.NONE, f"{fix.description}; not automatic: {UNTAPED}")
         if observed is not None:
             data["no_edit"] = f"{observed}: fix it by hand"
+            if fix.safety is not FixSafety.NONE:  # no [*] / [-]: `apply` will not make it
+                fix = Fix(FixSafety.NONE, f"{fix.description}; not automatic: {data['no_edit']}")
             if severity is Severity.ERROR:
                 severity = Severity.WARNING
                 message = f"{message}; a warning here, because {observed}"
-        out.append(dataclasses.replace(f, severity=severity, data=data, message=message))
+        out.append(dataclasses.replace(f, severity=severity, data=data, message=message, fix=fix))
     return out
 
 
-__all__ = ["TapedIndex", "context_records", "mark_taped", "package_root", "paths_context_records"]
+__all__ = ["UNTAPED", "TapedIndex", "context_records", "mark_taped", "package_root", "paths_context_records"]
