@@ -75,3 +75,13 @@ def test_sarif_fixes_touch_only_the_program_that_launches_the_kernel(
         uris = {c["artifactLocation"]["uri"] for c in fix["artifactChanges"]}
         assert uris == {f"{folder}/sim.py", f"{folder}/run.py"}, uris
     assert (tmp_path / "clean" / "sim.py").read_text() == textwrap.dedent(_CLEAN_SIM)
+
+
+def test_the_text_report_says_why_an_untaped_finding_has_no_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "eig.py").write_text(UNTAPED_LIBRARY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    main(["check", "--no-cache", "--no-color", "."])
+    out = capsys.readouterr().out
+    assert f"; not automatic: {UNTAPED}" in out and "[*]" not in out and "fixable with" not in out

@@ -11,7 +11,8 @@ One block per finding::
        = help: Replace the copy with a rebinding
 
 ``[*]`` marks a fix that ``warpfix apply`` makes, ``[-]`` a fix that needs
-``warpfix apply --unsafe-fixes``; a finding without a fix has no marker. A summary closes
+``warpfix apply --unsafe-fixes``; a finding without a fix has no marker (its ``help`` line says why
+when ``apply`` refuses the fix its rule has: ``...; not automatic: no tape records this code``). A summary closes
 the report. A notebook finding is placed as ``nb.ipynb:cell 3:2:5`` (cell 3, its line 2), and its
 snippet shows the cell's lines.
 """
@@ -178,7 +179,7 @@ def render_text(
         pad = " " * (len(str(finding.line)) + 1) if line is not None else "  "
         for span, message in finding.related:
             console.print(Text(f"{pad}= note: {span.path}:{span.line}:{span.column}: {message}"))
-        if fix_marker(finding):
+        if fix_marker(finding) or isinstance(finding.data.get("no_edit"), str):  # a fix, or why apply makes none
             console.print(Text(f"{pad}= help: {finding.fix.description}"))
         console.print()
     for error in sorted(errors, key=lambda e: e.path) if show_errors else ():
