@@ -29,6 +29,11 @@ Strategies, tried in this order (the applied one is named in the report):
   ``return x.grad``): at each call ``g = f(...)``, ``g.zero_()`` after the last read of ``g``
   (``g`` is the gradient array itself; a copy before returning would change what the caller
   holds, so it is not made);
+* **zero after the earlier backward's consumer** (finding data ``earlier_line``: the gradient left
+  over comes from another backward of the same file, e.g. a gradient check's own local tape run
+  once before training), when no strategy above applies at the finding's backward: that earlier
+  backward's ``<tape>.zero()`` after the last statement of its function that reads a gradient
+  (the strategy *zero after the last consumer*, at the backward that left the gradient);
 * **zero before backward**: with ``arrays`` given (a tape that is fresh each iteration while
   persistent arrays keep their ``.grad``), ``<array>.grad.zero_()`` just before the backward,
   for each array whose name the function can see.
@@ -60,12 +65,25 @@ class ZeroTape(FindingCommand):
         "tape": "the tape expression",
         "arrays": "arrays whose .grad to zero before the backward",
         "rerecorded": "the tape is re-entered every iteration without reset()",
+        "earlier_line": "line of the earlier backward whose gradient is left over (same file)",
     }
 
     def describe_missing(self) -> str:
         return "no `tape.backward(...)` call"
 
     def plan(self, tree: cst.Module) -> None:
+        try:
+            self._plan_at_backward()
+        except NotApplicable as exc:
+            try:
+                if self._zero_after_earlier_backward():
+                    return
+            except NotApplicable as other:
+                raise self.not_applicable(f"{exc}; and at the earlier backward: {other}") from None
+            raise
+
+    def _plan_at_backward(self) -> None:
+        """Every strategy but the earlier backward's, at the finding's backward (see the module docstring)."""
         call = self.on_line(cst.Call, lambda c: call_name(c) == "backward" and isinstance(c.func, cst.Attribute))
         assert isinstance(call.func, cst.Attribute)
         tape = self.data["tape"] or self.code(call.func.value)
@@ -195,6 +213,27 @@ class ZeroTape(FindingCommand):
                          f"{method.name.value}() (line {self.pos(where).start.line}){arm}")
             return True
         return False
+
+    def _zero_after_earlier_backward(self) -> bool:
+        """``<tape>.zero()`` after the last gradient read that follows the earlier backward (data
+        ``earlier_line``) in its own function, when that backward runs in no loop of its function."""
+        line = self.data["earlier_line"]
+        if not isinstance(line, int):
+            return False
+        calls = [c for c in self.nodes(self.tree, cst.Call) if call_name(c) == "backward"
+                 and isinstance(c.func, cst.Attribute) and self.pos(c).start.line == line]
+        if len(calls) != 1:
+            return False
+        func = self.enclosing(calls[0], cst.FunctionDef)
+        loop = self.enclosing(calls[0], (cst.For, cst.While))
+        if func is None or loop is not None and any(a is func for a in self.ancestors(loop)):
+            return False
+        tape = self.code(calls[0].func.value)
+        if not self._zero_after_consumer(self.statement_of(calls[0]), func, tape):
+            return False
+        self.summary(f"zero after the earlier backward's consumer: the gradient left over comes from the backward "
+                     f"at line {line}; `{tape}.zero()` after its last gradient read in {func.name.value}()")
+        return True
 
     def _zero_at_caller(self, func: cst.FunctionDef) -> bool:
         """A function returning the gradient (``return tape.gradients[x]``, ``return x.grad``): at each

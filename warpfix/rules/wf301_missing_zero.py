@@ -208,17 +208,21 @@ for it in range(20):
             assert consumed is not None and first.backward is not None
             names = ", ".join(f"`{_grad_name(buf, st)}`" for buf, st in stale)
             tape_name = str(ev.detail.get("tape_name") or "tape")
-            earlier = (
-                f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
-                if first.backward.span == ev.span
-                else f"the backward at {line_ref(first.backward.span, ev.span)}"
-            )
+            data: dict[str, object] = {"tape": tape_name, "arrays": [buf.label for buf, _ in stale]}
+            zeroed = tape_name  # the tape whose gradient is left over
+            if first.backward.span == ev.span:
+                earlier = f"the previous iteration's backward ({line_ref(first.backward.span, ev.span)})"
+            else:
+                earlier = f"the backward at {line_ref(first.backward.span, ev.span)}"
+                if first.backward.span.path == ev.span.path:  # the codemod may zero after that backward's use
+                    data["earlier_line"] = first.backward.span.line
+                zeroed = str(first.backward.detail.get("tape_name") or tape_name)
             yield self.finding(
                 ev.span,
                 f"`{tape_name}.backward` adds into {names}, which still holds the gradient of {earlier}, "
                 f"already consumed at {line_ref(consumed.span, ev.span)}: gradients are summed over "
-                f"iterations; call `{tape_name}.zero()` after the gradient is consumed",
-                data={"tape": tape_name, "arrays": [buf.label for buf, _ in stale]},
+                f"iterations; call `{zeroed}.zero()` after the gradient is consumed",
+                data=data,
                 related=(
                     (first.backward.span, "earlier backward"),
                     (consumed.span, "gradient consumed here"),
