@@ -39,6 +39,7 @@ def test_a_gradient_read_before_its_backward_is_reported_at_the_read(mode: str, 
     assert found[0] == rule and found[1] in lines and found[2] == "p", found
 
 
-@pytest.mark.parametrize("mode", ["", "jacobian"], ids=["step-after-backward", "two-backwards-of-one-recording"])
+@pytest.mark.parametrize("mode", ["", "jacobian", "check-first"],
+                         ids=["step-after-backward", "two-backwards-of-one-recording", "read-just-before-recording"])
 def test_reads_after_the_backward_that_produced_them_are_clean(mode: str) -> None:
     assert early_reads(mode) == []

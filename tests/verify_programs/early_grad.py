@@ -2,7 +2,9 @@
 (WF302: it reads p.grad before the backward produced it); `--before-backward` takes it after the block
 and before the backward (WF304); `--host` reads p.grad on the host before the backward (WF304). The
 default is correct: the step after the backward. `--jacobian` runs two backwards of one recording and
-reads the gradient between them (correct: each read follows the backward that produced it)."""
+reads the gradient between them (correct: each read follows the backward that produced it);
+`--check-first` checks the gradient once before training, reading it on the host right before the
+first training tape records (correct: the read follows the check's own backward)."""
 
 import sys
 
@@ -26,9 +28,18 @@ def sgd(p: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
 
 def main(mode: str):
     p = wp.array(np.linspace(1.0, 2.0, N), dtype=float, requires_grad=True)
+    if mode == "check-first":
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        check = wp.Tape()
+        with check:
+            wp.launch(square, dim=N, inputs=[p], outputs=[loss])
+        check.backward(loss)
+        check.zero()
     for it in range(3):
         loss = wp.zeros(1, dtype=float, requires_grad=True)
         tape = wp.Tape()
+        if mode == "check-first" and it == 0:
+            print("checked gradient norm", np.linalg.norm(p.grad.numpy()))
         with tape:
             wp.launch(square, dim=N, inputs=[p], outputs=[loss])
             if mode == "in-tape":

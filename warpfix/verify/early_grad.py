@@ -68,7 +68,9 @@ class EarlyGrad:
                     self.report(owner, op.label, op.path, op.line, op.recording is tape, frame)
                     break
         for _, at, path, line, arr, recording in self.host_reads:
-            if at < start:
+            # a read made with ``at`` operations traced precedes operation ``at``: at the recording's first
+            # operation it came before the recording, unless it ran inside the tape's ``with`` block
+            if at < start or (at == start and recording is not tape):
                 continue
             owner = next(grads.overlapping(mem_range(arr)), None)
             if owner is not None:
