@@ -36,6 +36,11 @@ class Fix:
     description: str
 
 
+def not_automatic(description: str, reason: str) -> str:
+    """A fix's description once ``apply`` is known to refuse it (the finding keeps no marker)."""
+    return f"{description}; not automatic: {reason}"
+
+
 @dataclass(frozen=True)
 class Finding:
     rule: str  # "WF101"

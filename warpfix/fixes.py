@@ -35,8 +35,6 @@ from warpfix.model.taped import UNTAPED
 
 __all__ = ["UNTAPED", "FixResult", "compute_edits"]
 
-#: Why a finding in code that no tape records gets no automatic edit.
-
 
 @dataclass
 class FixResult:

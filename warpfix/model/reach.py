@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Severity
 from warpfix.model.facts import KernelDef
+from warpfix.model.memo import IdentityMemo
 from warpfix.model.source import SourceFile
 from warpfix.model.taped import context_records
 
@@ -41,39 +42,21 @@ def _callee_name(node: ast.Call) -> str | None:
     return None
 
 
-_NESTED_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_BODY_NODES: dict[int, tuple[ast.FunctionDef, tuple[ast.AST, ...]]] = {}  # id(fn) -> (fn, its nodes)
-_BODY_NODES_LIMIT = 50_000  # functions remembered at most (a language server checks for hours)
-
-
-def function_body_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
-    """Every node of ``fn``'s body in pre-order, not descending into nested definitions. Computed
-    once per function: a dozen kernel-body rules and analyses walk every kernel and func body."""
-    hit = _BODY_NODES.get(id(fn))
-    if hit is not None and hit[0] is fn:
-        return hit[1]
+def _body_nodes(fn: ast.FunctionDef) -> tuple[ast.AST, ...]:
     out: list[ast.AST] = []
-    append = out.append
     stack: list[ast.AST] = list(reversed(fn.body))
     while stack:
         node = stack.pop()
-        append(node)
-        if isinstance(node, _NESTED_DEFS):
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        children: list[ast.AST] = []
-        for name in node._fields:  # ast.iter_child_nodes's order, without its generators
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                children.extend(c for c in value if isinstance(c, ast.AST))
-            elif isinstance(value, ast.AST):
-                children.append(value)
-        children.reverse()
-        stack.extend(children)
-    if len(_BODY_NODES) >= _BODY_NODES_LIMIT:
-        _BODY_NODES.clear()
-    nodes = tuple(out)
-    _BODY_NODES[id(fn)] = (fn, nodes)
-    return nodes
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(out)
+
+
+#: Every node of a function's body in pre-order, not descending into nested definitions. Computed once
+#: per function: a dozen kernel-body rules and analyses walk every kernel and func body.
+function_body_nodes: IdentityMemo[ast.FunctionDef, tuple[ast.AST, ...]] = IdentityMemo(_body_nodes, 50_000)
 
 
 @dataclass

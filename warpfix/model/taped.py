@@ -23,7 +23,7 @@ import re
 import weakref
 from collections.abc import Iterable
 
-from warpfix.finding import Finding, Fix, FixSafety, Severity
+from warpfix.finding import Finding, Fix, FixSafety, Severity, not_automatic
 from warpfix.model import Project
 from warpfix.model.facts import KernelDef
 from warpfix.model.pinned import edit_refusal
@@ -164,17 +164,18 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
         message = f.message
         observed = edit_refusal(project, f) if taped and (f.fix.safety is not FixSafety.NONE
                                                           or f.severity is Severity.ERROR) else None
-        fix = f.fix
-        if not taped and fix.safety is not FixSafety.NONE:  # no [*] / [-]: `apply` edits taped code only
-            data["no_edit"] = UNTAPED
-            fix = Fix(FixSafety.NONE, f"{fix.description}; not automatic: {UNTAPED}")
+        # `apply` edits taped code only, and never code that observes what the edit changes
+        refusal = UNTAPED if not taped and f.fix.safety is not FixSafety.NONE else None
         if observed is not None:
-            data["no_edit"] = f"{observed}: fix it by hand"
-            if fix.safety is not FixSafety.NONE:  # no [*] / [-]: `apply` will not make it
-                fix = Fix(FixSafety.NONE, f"{fix.description}; not automatic: {data['no_edit']}")
+            refusal = f"{observed}: fix it by hand"
             if severity is Severity.ERROR:
                 severity = Severity.WARNING
                 message = f"{message}; a warning here, because {observed}"
+        fix = f.fix
+        if refusal is not None:
+            data["no_edit"] = refusal
+            if fix.safety is not FixSafety.NONE:  # no [*] / [-]: `apply` will not make it
+                fix = Fix(FixSafety.NONE, not_automatic(fix.description, refusal))
         out.append(dataclasses.replace(f, severity=severity, data=data, message=message, fix=fix))
     return out
 

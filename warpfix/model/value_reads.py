@@ -9,6 +9,7 @@ import ast
 
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, KernelDef
+from warpfix.model.memo import IdentityMemo
 
 _OVERWRITE_KINDS = ("write", "rmw", "inplace_mul")
 
@@ -246,22 +247,15 @@ class _Sensitivity:
         return taint
 
 
-_SENSITIVE: dict[int, tuple[KernelDef, set[str]]] = {}  # id(kd) -> (kd, params): a library kernel is met per call
-
-
-def value_sensitive_params(kd: KernelDef) -> set[str]:
-    """Array parameters (and struct fields) whose read values the kernel's adjoint depends on."""
-    hit = _SENSITIVE.get(id(kd))
-    if hit is not None and hit[0] is kd:
-        return hit[1]
+def _value_sensitive_params(kd: KernelDef) -> set[str]:
     if not isinstance(kd.node, ast.FunctionDef):
-        out = set(value_read_params(kd))
-    else:
-        out = _Sensitivity(kd).run() & value_read_params(kd)
-    if len(_SENSITIVE) > 20_000:
-        _SENSITIVE.clear()
-    _SENSITIVE[id(kd)] = (kd, out)
-    return out
+        return set(value_read_params(kd))
+    return _Sensitivity(kd).run() & value_read_params(kd)
+
+
+#: Array parameters (and struct fields) whose read values the kernel's adjoint depends on (computed once
+#: per kernel: a library kernel is met at every call).
+value_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_value_sensitive_params, 20_000)
 
 
 def overwritten_params(kd: KernelDef) -> set[str]:
@@ -269,21 +263,21 @@ def overwritten_params(kd: KernelDef) -> set[str]:
     return {name for name, p in kd.params.items() if p.is_array and p.has(*_OVERWRITE_KINDS)}
 
 
-_STORES: dict[int, tuple[KernelDef, dict[int, ast.AST]]] = {}  # id(kd) -> (kd, line -> first store or call)
+def _stores_by_line(kd: KernelDef) -> dict[int, ast.AST]:
+    """Line -> the first assignment or call on it (in ``ast.walk`` order) of ``kd``."""
+    by_line: dict[int, ast.AST] = {}
+    for node in ast.walk(kd.node):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call)):
+            by_line.setdefault(node.lineno, node)
+    return by_line
+
+
+_stores = IdentityMemo(_stores_by_line, 20_000)
 
 
 def _statement_at(kd: KernelDef, span: Span) -> ast.AST | None:
     """The first assignment or call (in ``ast.walk`` order) on ``span``'s line of ``kd``."""
-    hit = _STORES.get(id(kd))
-    if hit is None or hit[0] is not kd:
-        by_line: dict[int, ast.AST] = {}
-        for node in ast.walk(kd.node):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call)):
-                by_line.setdefault(node.lineno, node)
-        if len(_STORES) > 20_000:
-            _STORES.clear()
-        hit = _STORES[id(kd)] = (kd, by_line)
-    return hit[1].get(span.line)
+    return _stores(kd).get(span.line)
 
 
 def rmw_store_spans(kd: KernelDef, param: str) -> list[Span]:

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity, not_automatic
 from warpfix.model.loop_fix import Launch, fix_refusal
 from warpfix.model.loop_hazards import dynamic_loop_hazards
 from warpfix.model.reach import kernel_defs, tape_reach
@@ -224,7 +224,7 @@ with wp.Tape() as tape:
                     src.span(h.stmt),
                     f"in {kd.kind} `{kd.name}`: {why}",
                     fix_safety=None if refused is None else FixSafety.NONE,
-                    fix_description=None if refused is None else f"{self.fix_description}; not automatic: {refused}",
+                    fix_description=None if refused is None else not_automatic(self.fix_description, refused),
                     severity=severity,
                     data={
                         "kernel": kd.name,

@@ -138,7 +138,6 @@ class VerifyReport:
         return strict_json(out)
 
 
-
 def _span(path: str, line: int) -> Span:
     return Span(path=path, line=line, column=1, end_line=line, end_column=1)
 
