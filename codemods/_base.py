@@ -23,9 +23,9 @@ import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
 
-from codemods._capture import capture_at, captured_functions
 from codemods._resolve import Sources, binding_in
 from warpfix.finding import Finding
+from warpfix.model.capture import rebinding_refusal
 
 N = TypeVar("N", bound=cst.CSTNode)
 
@@ -313,7 +313,7 @@ class FindingCommand(VisitorBasedCodemodCommand):
         """Raise :class:`NotApplicable` when a graph capture runs ``line`` and ``arg`` outlives the call:
         a replay of the graph reruns the captured launches on the arrays of the first run, not the
         rebinding, while code outside the graph (an optimizer step, a reset) works on what the
-        attribute, element or module-level name holds after it (:mod:`codemods._capture`). A local
+        attribute, element or module-level name holds after it (:mod:`warpfix.model.capture`). A local
         name of a function is rebound for that run alone: every later use of it is captured too, on
         the arrays the capture saw, so it stays fixable. No strategy that rebinds nothing applies."""
         func = self.enclosing(line, cst.FunctionDef)
@@ -323,23 +323,11 @@ class FindingCommand(VisitorBasedCodemodCommand):
         ):
             return
         filename = self.context.filename or ""
-        start = capture_at(self.tree.code, self.pos(line).start.line)
-        if start is not None:
-            capture = f"the graph captured at line {start}"
-        else:
-            sources = {**(self.context.scratch.get("sources") or {}), filename: self.tree.code}
-            captured = captured_functions(sources)
-            funcs = [a.name.value for a in self.ancestors(line) if isinstance(a, cst.FunctionDef)]
-            hit = next((captured[f] for f in funcs if f in captured), None)
-            if hit is None:
-                return
-            path, start = hit
-            capture = f"{funcs[0]}(), which the graph captured at {os.path.relpath(path) if os.path.isabs(path) else path}:{start} runs,"
-        raise self.not_applicable(
-            f"{where}: {capture} cannot rebind {self.code(arg)}: each replay of the graph reruns the captured "
-            "launches on the arrays of the first run, not the rebinding (fix by hand: allocate the new "
-            "buffer once, before the capture, and read it where the old one was read)"
-        )
+        sources = {**(self.context.scratch.get("sources") or {}), filename: self.tree.code}
+        funcs = [a.name.value for a in self.ancestors(line) if isinstance(a, cst.FunctionDef)]
+        why = rebinding_refusal(sources, filename, self.pos(line).start.line, funcs, self.code(arg))
+        if why is not None:
+            raise self.not_applicable(f"{where}: {why}")
 
     def return_through(self, func: cst.FunctionDef, param: str, where: str) -> None:
         """Hand a rebound parameter back to the callers: ``return <param>`` ends ``func`` and every call

@@ -6,7 +6,7 @@ named in the report):
 
 * **fresh array**: ``x = wp.zeros_like(x)`` / ``x = wp.full_like(x, v)`` (both inherit
   ``requires_grad``); skipped when ``x`` cannot be rebound (see WF101), in particular in
-  code a graph capture runs (:mod:`codemods._capture`);
+  code a graph capture runs (:mod:`warpfix.model.capture`);
 * **snapshot the read**: each recorded reader of ``x`` since its last recorded write reads a
   copy instead, ``wp.launch(k, inputs=[wp.clone(x), ...])``, and the reset stays. The copy is
   recorded, so the gradient still reaches ``x``; the forward reads the same values; under a

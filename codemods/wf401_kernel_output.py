@@ -29,7 +29,7 @@ does not pass literal ``inputs``/``outputs`` lists, an argument is not rebindabl
 or a parameter of the enclosing function whose caller would not see the rebinding), the
 program reads the argument's ``.grad`` (an optimizer step: after the rebinding it would read the
 new output's gradient, which the backward clears), a graph capture runs the launch
-(``codemods._capture``), or the kernel is used other than as the kernel of a ``wp.launch``.
+(``warpfix.model.capture``), or the kernel is used other than as the kernel of a ``wp.launch``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Rebinding codemods under graph capture (issue 10): a replay of a captured graph reruns the
 captured launches on the arrays of its capture, never the Python rebinding a fix adds, so a
-rebinding site a capture runs is refused with the reason (``codemods._capture``); the same code
+rebinding site a capture runs is refused with the reason (``warpfix.model.capture``); the same code
 outside any capture is still fixed. Static: the programs are rewritten, not run."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from codemods._capture import captured_functions
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.fixes import compute_edits
+from warpfix.model.capture import captured_functions
 
 
 def finding(rule: str, path: str, line: int, **data: object) -> Finding:

@@ -6,7 +6,9 @@ them. A codemod that rebinds a name (``a = a_out`` after a launch, ``x = f(x)`` 
 a capture runs is therefore wrong on the graph path: the first run rebinds, the replays keep
 reading and writing the arrays captured then, while the program's names hold the new ones (the
 optimizer updates an array the graph no longer reads). The rebinding codemods refuse such sites
-(:meth:`codemods._base.FindingCommand.check_rebindable`).
+(:meth:`codemods._base.FindingCommand.check_rebindable`), with the reason
+:func:`rebinding_refusal` words; ``warpfix check`` drops the fix marker of a finding whose codemod
+would refuse so (:mod:`warpfix.model.capture_fix`).
 
 The analysis is by name and over-approximates (a call ``self.solver.step(...)`` in a captured
 body makes every function named ``step`` of the project captured, and what those call): a site
@@ -17,7 +19,8 @@ A project with no capture anywhere costs one substring search per file.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 
 _MARKERS = ("ScopedCapture", "capture_begin")
 #: the last project asked about: (key of its sources, result)
@@ -75,6 +78,33 @@ def capture_at(text: str, line: int) -> int | None:
         if region and region[0].lineno <= line <= (region[-1].end_lineno or region[-1].lineno):
             return start
     return None
+
+
+def rebinding_refusal(
+    sources: Mapping[str, str], path: str, line: int, functions: Sequence[str], arg: str
+) -> str | None:
+    """Why ``arg = ...`` at ``line`` of ``path`` (a statement inside the functions named ``functions``,
+    innermost first) cannot be rebound because a graph capture runs it, or None.
+
+    ``sources`` holds the project's texts (``path`` among them). The caller decides first whether the
+    rebinding outlives the call at all (a local name of a function does not: every later use of it
+    is captured too, on the arrays the capture saw)."""
+    start = capture_at(sources[path], line)
+    if start is not None:
+        capture = f"the graph captured at line {start}"
+    else:
+        captured = captured_functions(sources)
+        hit = next((captured[f] for f in functions if f in captured), None)
+        if hit is None:
+            return None
+        where, start = hit
+        shown = os.path.relpath(where) if os.path.isabs(where) else where
+        capture = f"{functions[0]}(), which the graph captured at {shown}:{start} runs,"
+    return (
+        f"{capture} cannot rebind {arg}: each replay of the graph reruns the captured "
+        "launches on the arrays of the first run, not the rebinding (fix by hand: allocate the new "
+        "buffer once, before the capture, and read it where the old one was read)"
+    )
 
 
 def captured_regions(tree: ast.AST) -> list[tuple[int, list[ast.stmt]]]:
