@@ -175,7 +175,9 @@ class FindingCommand(VisitorBasedCodemodCommand):
             self._edit(small).remove = True
 
     def not_applicable(self, why: str) -> NotApplicable:
-        return NotApplicable(f"line {self.line}: {why}")
+        """``why``, prefixed with the finding's line (once: a ``where`` of ``check_rebindable`` may name it)."""
+        prefix = f"line {self.line}:"
+        return NotApplicable(why if why.startswith(prefix) else f"{prefix} {why}")
 
     def insert_before(self, anchor: cst.BaseStatement, stmts: Sequence[cst.BaseStatement]) -> None:
         """Insert statements before ``anchor``; the first takes over the anchor's leading comments."""
