@@ -27,6 +27,11 @@ _MARKERS = ("ScopedCapture", "capture_begin")
 _CACHE: list[tuple[tuple, dict[str, tuple[str, int]]]] = []
 
 
+def has_capture(text: str) -> bool:
+    """Whether ``text`` may capture a graph at all (a substring test)."""
+    return any(m in text for m in _MARKERS)
+
+
 def captured_functions(sources: Mapping[str, str]) -> dict[str, tuple[str, int]]:
     """Name of every function a captured region of ``sources`` (path -> text) runs -> (path, line)
     of that capture."""
@@ -34,7 +39,7 @@ def captured_functions(sources: Mapping[str, str]) -> dict[str, tuple[str, int]]
     for cached_key, result in _CACHE:
         if cached_key == key:
             return result
-    result = _captured(sources) if any(m in t for t in sources.values() for m in _MARKERS) else {}
+    result = _captured(sources) if any(has_capture(t) for t in sources.values()) else {}
     _CACHE[:] = [(key, result)]
     return result
 
@@ -68,7 +73,7 @@ def _captured(sources: Mapping[str, str]) -> dict[str, tuple[str, int]]:
 
 def capture_at(text: str, line: int) -> int | None:
     """The line of the capture whose region (in ``text``) holds ``line``, None when none does."""
-    if not any(m in text for m in _MARKERS):
+    if not has_capture(text):
         return None
     try:
         tree = ast.parse(text)

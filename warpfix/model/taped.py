@@ -28,6 +28,7 @@ from warpfix.model import Project
 from warpfix.model.facts import KernelDef
 from warpfix.model.pinned import edit_refusal
 from warpfix.model.project_files import package_root
+from warpfix.model.rebind_fix import RebindRefusals
 
 
 class TapedIndex:
@@ -153,8 +154,11 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
 
     A taped finding in code that observes its current gradients or overwrite on purpose (a test
     asserting them, Warp's own overwrite check turned on: :mod:`warpfix.model.pinned`) is a warning
-    too, whose message says so, and gets ``data["no_edit"]``: no automatic edit may fix it."""
+    too, whose message says so, and gets ``data["no_edit"]``: no automatic edit may fix it. A
+    taped finding whose codemod certainly refuses to rebind its place (:mod:`warpfix.model.rebind_fix`:
+    a graph capture runs it) gets ``data["no_edit"]`` too, and keeps its severity."""
     index = TapedIndex(project)
+    rebinding = RebindRefusals(project)
     out = []
     for f in findings:
         # a hazard through an undecided launch, or inside a library's chaining of its own calls
@@ -166,6 +170,8 @@ def mark_taped(project: Project, findings: Iterable[Finding]) -> list[Finding]:
                                                           or f.severity is Severity.ERROR) else None
         # `apply` edits taped code only, and never code that observes what the edit changes
         refusal = UNTAPED if not taped and f.fix.safety is not FixSafety.NONE else None
+        if taped and observed is None and f.fix.safety is not FixSafety.NONE:
+            refusal = rebinding(f)  # the codemod refuses its rebinding (a graph capture runs it)
         if observed is not None:
             refusal = f"{observed}: fix it by hand"
             if severity is Severity.ERROR:
