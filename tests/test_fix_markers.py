@@ -21,17 +21,7 @@ from warpfix.finding import Fix, FixSafety
 from warpfix.fixes import compute_edits
 from warpfix.report.base import count_fixable
 
-# Disagreements left to the codemods' owners (the detector cannot see them without the codemod's analysis).
-KNOWN = {
-    # the launch runs inside a graph capture, which would never replay the codemod's rebinding
-    "WF106-graph-captured/buggy": "WF106's codemod refuses a kernel a captured graph launches",
-    # `clear_state` zeroes `v_start` passed in `inputs=`: the codemod looks for a swap or an output argument
-    "WF302-scope-hygiene/buggy": "WF104's codemod finds no swap nor output for an in-place write through inputs",
-}
-VARIANTS = [pytest.param(d / v, c, id=f"{d.name}/{v}", marks=[pytest.mark.xfail(reason=KNOWN[f"{d.name}/{v}"],
-                                                                            strict=True)]
-                         if f"{d.name}/{v}" in KNOWN else [])
-            for d, c, v in (p.values for p in CASES)]
+VARIANTS = [pytest.param(d / v, c, id=f"{d.name}/{v}") for d, c, v in (p.values for p in CASES)]
 
 
 @pytest.mark.parametrize(("folder", "case"), VARIANTS)
