@@ -368,6 +368,57 @@ def test_missing_requires_grad_in_newton_bear(index: LibraryIndex) -> None:
     assert _errors(_check(text, index, name)) == []
 
 
+def test_missing_requires_grad_through_a_staticmethod_allocator_in_navier_stokes(index: LibraryIndex) -> None:
+    """Warp's navier-stokes example allocates its FFT buffers with ``self._allocate_poisson_fft_buffers(
+    requires_grad=True)``, a @staticmethod called on ``self``: the flag reaches the helper's parameter, so the
+    FFT chain carries gradients and the per-stage ``psi`` it writes, planted without one, is reported."""
+    name = "example_navier_stokes_perturbation.py"
+    text = _package_file("warp", f"examples/optim/{name}")
+    old = "stage_psi.append(wp.zeros((N_GRID, N_GRID), dtype=float, requires_grad=True))"
+    buggy = _mutate(text, old, "stage_psi.append(wp.zeros((N_GRID, N_GRID), dtype=float))")
+    found = [f for f in _check(buggy, index, name) if f.severity is Severity.ERROR]
+    assert [(f.rule, f.span.line) for f in found] == [("WF201", _line(buggy, "stage_psi.append("))]
+    assert found[0].fix.safety is FixSafety.SAFE
+    assert _errors(_check(text, index, name)) == []
+
+
+def test_requires_grad_chosen_by_the_caller_is_not_fixed_in_the_helper(index: LibraryIndex) -> None:
+    """``requires_grad=requires_grad`` in a helper its caller gave ``False``: reported at the helper's
+    allocation, with no automatic edit (``True`` there would change the helper's other callers)."""
+    text = _HELPER_FLAG
+    found = _check(text, index)
+    assert [(f.rule, f.span.line) for f in found] == [("WF201", _line(text, "return wp.zeros("))]
+    assert found[0].fix.safety is FixSafety.NONE
+    assert found[0].data["no_edit"] == "`requires_grad=requires_grad` is the caller's choice: pass `True` where it is called"
+    assert compute_edits({"prog.py": text}, found, unsafe=True).new_sources == {}
+
+
+_HELPER_FLAG = '''
+import warp as wp
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = k[0] * x[i]
+
+
+def buffer(n, requires_grad=False):
+    return wp.zeros(n, dtype=float, requires_grad=requires_grad)
+
+
+x = wp.ones(8, dtype=float)
+k = wp.ones(1, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+y = buffer(8)
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=8, inputs=[x, k], outputs=[y])
+    wp.launch(scale, dim=1, inputs=[y, k], outputs=[loss])
+tape.backward(loss)
+'''
+
+
 # ------------------------------------------------------------------------------------------ WF101
 @needs_newton
 def test_copy_writeback_into_the_solver_control_in_newton_bear(index: LibraryIndex) -> None:

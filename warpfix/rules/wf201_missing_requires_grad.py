@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity, not_automatic
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.reach import compiles_no_adjoint
@@ -58,6 +58,15 @@ def _alloc_is_integer(alloc: Event | None) -> bool:
         return False
     dtype = next((kw.value for kw in alloc.node.keywords if kw.arg == "dtype"), None)
     return dtype is not None and is_integer_dtype(dtype)
+
+
+def _flag_from_caller(alloc: Event | None) -> str | None:
+    """The text of a ``requires_grad=`` that is not a literal (``requires_grad=requires_grad`` in a helper
+    whose caller passed ``False``): a literal ``True`` there would change every other caller too."""
+    if alloc is None or not isinstance(alloc.node, ast.Call):
+        return None
+    flag = next((kw.value for kw in alloc.node.keywords if kw.arg == "requires_grad"), None)
+    return ast.unparse(flag) if flag is not None and not isinstance(flag, ast.Constant) else None
 
 
 class MissingRequiresGrad(Rule):
@@ -242,6 +251,66 @@ tape.backward(loss)
 """,
             note="`empty_like` inherits requires_grad=False from the constant x",
         ),
+        Example(
+            _FIT
+            + """
+
+class Trainer:
+    def __init__(self):
+        self.h = self._buffer(requires_grad=True)
+        self.y = wp.zeros(n, dtype=float)  # expect: WF201
+
+    @staticmethod
+    def _buffer(requires_grad: bool = False):
+        return wp.zeros(n, dtype=float, requires_grad=requires_grad)
+
+    def step(self):
+        with wp.Tape() as tape:
+            wp.launch(scale, dim=n, inputs=[x, k], outputs=[self.h])
+            wp.launch(scale, dim=n, inputs=[self.h, k], outputs=[self.y])
+            wp.launch(sq_err, dim=n, inputs=[self.y, target], outputs=[loss])
+        tape.backward(loss)
+""",
+            expected_fix=_FIT
+            + """
+
+class Trainer:
+    def __init__(self):
+        self.h = self._buffer(requires_grad=True)
+        self.y = wp.zeros(n, dtype=float, requires_grad=True)  # expect: WF201
+
+    @staticmethod
+    def _buffer(requires_grad: bool = False):
+        return wp.zeros(n, dtype=float, requires_grad=requires_grad)
+
+    def step(self):
+        with wp.Tape() as tape:
+            wp.launch(scale, dim=n, inputs=[x, k], outputs=[self.h])
+            wp.launch(scale, dim=n, inputs=[self.h, k], outputs=[self.y])
+            wp.launch(sq_err, dim=n, inputs=[self.y, target], outputs=[loss])
+        tape.backward(loss)
+""",
+            note="`self._buffer(...)` calls a @staticmethod: `requires_grad=True` reaches its parameter, so `h` "
+            "carries a gradient and `y`, written from it, cuts the chain",
+        ),
+        Example(
+            _FIT
+            + """
+
+def buffer(requires_grad: bool = False):
+    return wp.zeros(n, dtype=float, requires_grad=requires_grad)  # expect: WF201
+
+
+y = buffer()
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, dim=n, inputs=[x, k], outputs=[y])
+    wp.launch(sq_err, dim=n, inputs=[y, target], outputs=[loss])
+tape.backward(loss)
+""",
+            note="the flag is the caller's: `requires_grad=True` in `buffer` would change its other callers, so "
+            "the fix (`buffer(requires_grad=True)` here) is not automatic",
+        ),
     ]
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
@@ -276,6 +345,9 @@ tape.backward(loss)
             if hit is None:
                 continue
             writer, reader, sink = events[idx], hit[0], hit[1]
+            chosen = _flag_from_caller(allocs.get(buf.id))
+            refusal = f"`requires_grad={chosen}` is the caller's choice: pass `True` where it is called" \
+                if chosen is not None else None
             yield self.finding(
                 buf.origin,  # type: ignore[arg-type]
                 f"`{writer.name_of(buf)}` is allocated without `requires_grad=True` but is written from "
@@ -283,6 +355,9 @@ tape.backward(loss)
                 f"by {self._what(reader)} ({line_ref(reader.span, buf.origin)}) on the way to "  # type: ignore[arg-type]
                 f"`{sink}`: backward stops here and everything upstream gets zero gradient",
                 related=((writer.span, "written here"), (reader.span, "read here")),
+                fix_safety=FixSafety.NONE if refusal else None,
+                fix_description=not_automatic(self.fix_description, refusal) if refusal else None,
+                data={"no_edit": refusal} if refusal else None,
             )
 
     @staticmethod

@@ -12,6 +12,7 @@ from warpfix.model.host.syntax import (
     _WARP_LIBRARIES,
     _asks_for_grad,
     _callee_name,
+    _decorated,
     _find_method,
     _is_super,
     _text,
@@ -159,6 +160,12 @@ class Calls:
         # project method
         if recv.kind == "object" and recv.cls is not None:
             found = self.find_method(recv.cls, name)
+            # ``self.helper(x)``: a @staticmethod gets no receiver, a @classmethod the class
+            if found is not None and _decorated(found[1], "staticmethod"):
+                return self.inline(found[0], found[1], args, kwargs, e, caller_src=src)
+            if found is not None and _decorated(found[1], "classmethod"):
+                cls_val = self.new(recv.cls[1].name, "class", cls=recv.cls)
+                return self.inline(found[0], found[1], [cls_val, *args], kwargs, e, caller_src=src)
             if found is not None:
                 return self.inline(found[0], found[1], [recv, *args], kwargs, e, caller_src=src, bound_self=True)
         if recv.kind == "class" and recv.cls is not None:

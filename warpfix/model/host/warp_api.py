@@ -56,7 +56,9 @@ class WarpApi:
         if isinstance(rg_node, ast.Constant) and isinstance(rg_node.value, bool):
             rg = rg_node.value
         elif rg_node is not None:
-            rg = None
+            # ``requires_grad=requires_grad`` in a helper: the flag its caller passed, when it is a literal
+            flag = self.eval(rg_node, frame)
+            rg = flag.value if flag.kind == "const" and isinstance(flag.value, bool) else None
         else:
             rg = False
         source: Val | None = None
