@@ -13,9 +13,13 @@ named in the report):
   capture the copy is a graph-owned temporary that the tape keeps alive. Nothing is rebound.
   Offered by the rule only when it is exact (:mod:`warpfix.model.reset_era`): every reader is
   a launch of the project's own code and nothing on the tape touches ``x`` after the reset.
+* **delete a dead reset**: where the method resets ``self.x`` again on every call before it uses
+  it, and nothing else in the project uses ``x`` (:mod:`warpfix.model.dead_reset`), nothing but
+  the backward sees what the reset writes: the statement goes.
 
 Finding data: ``snapshot`` -- ``[path, line of the launch, argument text]`` of each reader
-(a list, or its JSON text), or ``snapshot_refused`` -- why the rule could not offer it.
+(a list, or its JSON text), or ``snapshot_refused`` -- why the rule could not offer it; then
+``dead_after`` -- the line of the covering reset, or ``dead_refused`` -- why the reset is not dead.
 The span's line holds the ``zero_``/``fill_`` statement.
 """
 
@@ -49,6 +53,8 @@ class FreshFill(FindingCommand):
     DATA = {
         "snapshot": "[path, launch line, argument text] of each reader that may read a copy instead",
         "snapshot_refused": "why the readers cannot read a copy instead",
+        "dead_after": "line of the reset that makes this one dead",
+        "dead_refused": "why the reset is not dead",
     }
 
     def describe_missing(self) -> str:
@@ -67,7 +73,11 @@ class FreshFill(FindingCommand):
             self.check_rebindable(target, line, through_return=True)
         except NotApplicable as refused:
             self._edits = {}
-            self._snapshot(str(refused))
+            try:
+                self._snapshot(str(refused))
+            except NotApplicable as no_snapshot:
+                self._edits = {}
+                self._delete_dead(line, str(no_snapshot))
             return
         alias = self.warp_alias()
         text = self.code(target)
@@ -101,6 +111,19 @@ class FreshFill(FindingCommand):
         self.context.scratch["summary"] = (
             f"snapshot the read: the launch(es) at line(s) {', '.join(lines)} read `wp.clone(...)` of the array "
             "instead, and the reset stays"
+        )
+
+    def _delete_dead(self, line: cst.SimpleStatementLine, refused: str) -> None:
+        covering = self.data["dead_after"]
+        if not covering:
+            why = self.data["dead_refused"] or "the finding does not say"
+            raise NotApplicable(f"{refused}; deleting the reset does not apply: {why}")
+        if len(line.body) != 1:
+            raise NotApplicable(f"{refused}; deleting the reset does not apply: it shares its line")
+        self.remove(line)
+        self.context.scratch["summary"] = (
+            f"delete the dead reset: the reset at line {int(covering)} overwrites the array before anything else "
+            "reads it, so only the backward saw what this one wrote"
         )
 
     def _reader_args(self, line: int, text: str, where: str, refused: str) -> list[cst.BaseExpression]:

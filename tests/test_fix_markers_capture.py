@@ -67,6 +67,8 @@ TRAINER = textwrap.dedent("""\
             self.tape.zero()
 """)
 RESET = 41  # the zero_() after the read
+# step() reads what the reset wrote: the reset is not dead, so nothing fixes it under the capture
+OBSERVED = TRAINER.replace("        self.tape.zero()\n", "        self.tape.zero()\n        print(self.com.numpy())\n")
 CAPTURE = "with wp.ScopedCapture() as capture:\n            self.forward_backward()\n        self.graph = capture.graph"
 EAGER = TRAINER.replace(CAPTURE, "self.graph = None").replace("wp.capture_launch(self.graph)", "self.forward_backward()")
 HELPER = TRAINER.replace("inputs=[self.com, self.target, self.loss])\n        self.com.zero_()",
@@ -126,12 +128,13 @@ def _rebinding_findings(sources: dict[str, str]) -> list[Finding]:
 
 
 def test_a_zero_fill_read_in_captured_code_has_no_marker_and_says_why() -> None:
-    sources = {"trainer.py": TRAINER}
+    sources = {"trainer.py": OBSERVED}
     [finding] = _rebinding_findings(sources)
     assert (finding.rule, finding.line, finding.fix.safety) == ("WF105", RESET, FixSafety.NONE)
     why = finding.data["no_edit"]
     assert why.startswith(f"line {RESET}: forward(), which the graph captured at trainer.py:27 runs, cannot rebind "
                           "self.com: each replay of the graph reruns the captured launches")
+    assert why.endswith("; deleting the reset does not apply: `.com` is used at trainer.py:46, outside `forward`")
     assert finding.fix.description.endswith(f"; not automatic: {why}")
     result = compute_edits(sources, [finding])
     assert result.new_sources == {} and result.skipped == [(finding, why)]
@@ -140,8 +143,21 @@ def test_a_zero_fill_read_in_captured_code_has_no_marker_and_says_why() -> None:
     assert forced.new_sources == {} and [w for _, w in forced.skipped] == [why]
 
 
+def test_a_dead_zero_fill_read_in_captured_code_is_deleted() -> None:
+    """forward() resets `self.com` before it uses it on every call, and nothing else uses it: only the
+    backward sees what the reset after the loss writes, so it goes (the only edit, the marker stays)."""
+    sources = {"trainer.py": TRAINER}
+    [finding] = _rebinding_findings(sources)
+    assert (finding.rule, finding.line, finding.fix.safety) == ("WF105", RESET, FixSafety.SAFE)
+    assert finding.data["dead_after"] == RESET - 3
+    result = compute_edits(sources, [finding])
+    lines = TRAINER.splitlines(keepends=True)
+    assert result.new_sources == {"trainer.py": "".join(lines[: RESET - 1] + lines[RESET:])}
+
+
 @pytest.mark.parametrize(("sources", "fixed"), [
-    pytest.param({"trainer.py": TRAINER}, False, id="captured attribute"),
+    pytest.param({"trainer.py": TRAINER}, True, id="captured attribute, a dead reset"),
+    pytest.param({"trainer.py": OBSERVED}, False, id="captured attribute read by the host"),
     pytest.param({"trainer.py": HELPER}, False, id="helper parameter handed back at a captured call"),
     pytest.param({"trainer.py": EAGER}, True, id="no capture"),
     pytest.param({"trainer.py": LOCAL}, True, id="local of the captured function"),

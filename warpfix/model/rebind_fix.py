@@ -7,7 +7,7 @@ site a graph capture runs (:meth:`codemods._base.FindingCommand.refuse_if_captur
 :func:`warpfix.model.capture.rebinding_refusal`). :class:`RebindRefusals` finds, per rule, the place
 and statement the codemod rebinds, the same way (the node on the finding's line it picks, which
 argument, the callers a helper's parameter is handed back to) and says why the codemod refuses
-only where it certainly does: a strategy that rebinds nothing (WF105's snapshot of the readers,
+only where it certainly does: a strategy that rebinds nothing (WF105's snapshot of the readers or deletion of a dead reset,
 WF401's fold into the store before, WF104's fresh rotated slots) stays the codemod's call.
 WF104's launch form is mirrored too where the codemod finds no output to allocate afresh.
 """
@@ -291,14 +291,16 @@ def _rotated_slot(arg: object) -> bool:
 def _wf105(site: _Site) -> str | None:
     call = site.on_line(ast.Call, _is_reset)
     stmt = site.parent(call) if call is not None else None
-    if not isinstance(stmt, ast.Expr) or site.finding.data.get("snapshot"):
-        return None  # the readers may read a snapshot instead: nothing rebound
+    if not isinstance(stmt, ast.Expr) or site.finding.data.get("snapshot") or site.finding.data.get("dead_after"):
+        return None  # the readers may read a snapshot instead, or the dead reset goes: nothing rebound
     target = call.func.value
     if isinstance(target, ast.Attribute) and target.attr == "grad":
         return None
     why = site.rebind(target, stmt, f"line {site.line}", through_return=True)
     reason = site.finding.data.get("snapshot_refused") or "the finding names no reader"
-    return None if why is None else f"{why}; reading a snapshot instead does not apply: {reason}"
+    dead = site.finding.data.get("dead_refused") or "the finding does not say"
+    return None if why is None else \
+        f"{why}; reading a snapshot instead does not apply: {reason}; deleting the reset does not apply: {dead}"
 
 
 def _wf401(site: _Site) -> str | None:

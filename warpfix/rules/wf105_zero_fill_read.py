@@ -3,11 +3,13 @@ tracker does not see these writes)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
+from warpfix.model.dead_reset import covering_reset, is_reset
 from warpfix.model.hazards import Hazard, hazard_data, read_related
 from warpfix.model.reset_era import reset_era, unstored_reader
 from warpfix.rules._hazard_rule import HazardRule
@@ -17,6 +19,44 @@ if TYPE_CHECKING:
     from warpfix.model import Project
 
 
+_DEAD = """
+import warp as wp
+
+
+@wp.kernel
+def accumulate(a: wp.array(dtype=float), total: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(total, 0, a[i])
+
+
+@wp.kernel
+def square(total: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    loss[0] = total[0] * total[0]
+
+
+class Sim:
+    def __init__(self):
+        self.a = wp.ones(8, dtype=float, requires_grad=True)
+        self.total = wp.zeros(1, dtype=float, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+        with wp.ScopedCapture() as capture:
+            self.run()
+        self.graph = capture.graph
+
+    def run(self):
+        self.tape = wp.Tape()
+        with self.tape:
+            self.forward()
+        self.tape.backward(self.loss)
+
+    def forward(self):
+        self.total.zero_()
+        wp.launch(accumulate, dim=8, inputs=[self.a, self.total])
+        wp.launch(square, dim=1, inputs=[self.total], outputs=[self.loss])
+        self.total.zero_()  # expect: WF105
+"""
+
+
 class ZeroFillRead(HazardRule):
     id = "WF105"
     name = "zero-fill-read"
@@ -24,7 +64,7 @@ class ZeroFillRead(HazardRule):
     fix_safety = FixSafety.SAFE
     fix_description = (
         "Allocate a fresh array instead of zeroing/filling one the tape already read; where the array cannot be "
-        "rebound (a graph capture), its readers read a copy"
+        "rebound (a graph capture), its readers read a copy, or a reset nothing but the backward sees goes"
     )
     doc = RuleDoc(
         what="Flags `x.zero_()` / `x.fill_(v)` on the tape when `x` was already read by a recorded op of that tape.",
@@ -53,7 +93,9 @@ with tape:
             "cannot be rebound (code a graph capture runs: a replay never reruns the rebinding), each reader of the "
             "destroyed values reads a recorded copy instead, `inputs=[wp.clone(x), ...]`, and the reset stays: "
             "offered only when every reader is a launch of the project's code and nothing on the tape touches `x` "
-            "after the reset (a later access would share `x.grad` with the reads before it)."
+            "after the reset (a later access would share `x.grad` with the reads before it). Else a reset whose "
+            "contents nothing reads (the method resets `self.x` again on every call before using it, and nothing "
+            "else in the project uses `x`) is deleted."
         ),
     )
     _PREFIX = """
@@ -139,6 +181,12 @@ class Sim:
             expected_fix=_CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
             note="a capture runs the reset, so `self.x` is not rebound: the loss reads a snapshot instead",
         ),
+        Example(
+            _DEAD,
+            expected_fix=_DEAD.replace("        self.total.zero_()  # expect: WF105\n", ""),
+            note="a capture runs the reset and the loss reads an accumulation, so neither a fresh array nor a "
+            "snapshot applies; `forward()` resets `self.total` before it uses it, so the reset after the loss is dead",
+        ),
     ]
 
     def begin(self, project: Project) -> None:
@@ -151,8 +199,20 @@ class Sim:
         the snapshot is offered only when it is exact for each."""
         yield from super().check_project(project)  # notes the untaped hazards
         for finding, sites, refused in self._found.values():
-            extra = {"snapshot_refused": refused} if refused else {"snapshot": sites}
+            extra = {"snapshot_refused": refused, **self._dead(project, finding.span)} if refused \
+                else {"snapshot": sites}
             yield dataclasses.replace(finding, data={**finding.data, **extra})
+
+    @staticmethod
+    def _dead(project: Project, span: Span) -> dict[str, object]:
+        """``covering_reset``: the line of the reset that makes this one dead, or why it is not."""
+        src = project.files.get(span.path)
+        call = None if src is None else next(
+            (c for c in src.nodes_of(ast.Call) if c.lineno == span.line and is_reset(c)), None)
+        if src is None or call is None:
+            return {"dead_refused": "no reset statement at the finding"}
+        line, why = covering_reset(project.files, src, call)
+        return {"dead_after": line} if line is not None else {"dead_refused": why}
 
     def report(self, hz: Hazard) -> Iterator[Finding]:
         """Notes the hazard; its finding is reported by :meth:`check_project`."""

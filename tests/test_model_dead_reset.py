@@ -1,0 +1,76 @@
+"""``warpfix.model.dead_reset``: a reset is dead only where nothing but the backward can see what it writes."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from warpfix.model.dead_reset import covering_reset, is_reset
+from warpfix.model.source import SourceFile
+
+TRAINER = textwrap.dedent("""\
+    import warp as wp
+
+
+    class Trainer:
+        def __init__(self):
+            self.com = wp.zeros(1, dtype=float, requires_grad=True)
+
+        def forward(self):
+            with wp.ScopedDevice("cpu"):
+                self.com.zero_()
+            wp.launch(com_kernel, dim=8, inputs=[self.q, self.com])
+            wp.launch(loss_kernel, dim=1, inputs=[self.com], outputs=[self.loss])
+            self.com.zero_()  # the dead reset
+
+        def step(self):
+            self.tape.zero()
+            print(self.com.grad)
+""")
+DEAD_LINE = 13
+
+
+def _covering(files: dict[str, str]) -> tuple[int | None, str]:
+    sources = {path: SourceFile.parse(path, text) for path, text in files.items()}
+    src = sources["trainer.py"]
+    [call] = [c for c in src.nodes_of(ast.Call) if c.lineno == DEAD_LINE and is_reset(c)]
+    return covering_reset(sources, src, call)
+
+
+def test_a_reset_the_method_repeats_before_any_use_is_dead() -> None:
+    assert _covering({"trainer.py": TRAINER}) == (10, "")
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    pytest.param("    def step(self):\n", "    def step(self):\n        print(self.com.numpy())\n",
+                 "`.com` is used at trainer.py:16, outside `forward`", id="a host read in another method"),
+    pytest.param("with wp.ScopedDevice(\"cpu\"):", "if self.q is not None:",
+                 "`forward` does not reset `self.com` on every call before it first uses it", id="a conditional reset"),
+    pytest.param("        self.com.zero_()  # the dead reset\n",
+                 "        self.com.zero_()  # the dead reset\n        wp.launch(k, dim=1, inputs=[self.com])\n",
+                 "`self.com` is used after the reset in `forward`", id="used after the reset"),
+    pytest.param("inputs=[self.q, self.com]", "inputs=[self.q, self.com], dim=len(self.com)",
+                 "`self.com` at line 11 is used other than by a launch or a reset", id="another use in the method"),
+    pytest.param("        self.com = wp.zeros(", "        self.other = self.com\n        self.com = wp.zeros(",
+                 "`.com` is used at trainer.py:6, outside `forward`", id="an alias of the array"),
+    pytest.param("        self.com.zero_()  # the dead reset\n",
+                 "        for _ in range(2):\n            self.com.zero_()  # the dead reset\n",
+                 "the reset is inside a loop of `forward`", id="a reset in a loop"),
+    pytest.param("    def step(self):\n", "    def step(self):\n        getattr(self, 'com')\n",
+                 "`getattr` names `com` at trainer.py:16", id="reflection"),
+])
+def test_a_reset_whose_contents_may_be_read_is_not_dead(old: str, new: str, why: str) -> None:
+    assert old in TRAINER
+    text = TRAINER.replace(old, new)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.endswith("# the dead reset"))
+    sources = {"trainer.py": SourceFile.parse("trainer.py", text)}
+    [call] = [c for c in sources["trainer.py"].nodes_of(ast.Call) if c.lineno == line and is_reset(c)]
+    assert covering_reset(sources, sources["trainer.py"], call) == (None, why)
+
+
+def test_another_file_reading_the_attribute_keeps_the_reset() -> None:
+    other = "def report(trainer):\n    return trainer.com.numpy()\n"
+    assert _covering({"trainer.py": TRAINER, "report.py": other}) == (
+        None, "`.com` is used at report.py:2, outside `forward`")

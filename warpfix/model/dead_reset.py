@@ -1,0 +1,147 @@
+"""Whether a ``self.x.zero_()`` / ``self.x.fill_(v)`` is dead: nothing but the tape's backward sees what it writes.
+
+WF105's last strategy deletes such a reset. The shape (a trainer's ``forward()`` that resets a buffer
+before accumulating into it, and again after the loss read it)::
+
+    def forward(self):
+        self.com.zero_()                                   # the covering reset
+        wp.launch(com_kernel, ..., inputs=[q, n, self.com])
+        wp.launch(loss_kernel, ..., inputs=[self.com, ...])
+        self.com.zero_()                                   # dead: WF105, deleted
+
+Deleting the second reset keeps every forward value bit for bit when the array's old contents cannot
+be observed between it and the next covering reset. That is proven on the ``ast`` of the whole
+project, conservatively:
+
+* the reset is ``<self>.<attr>.zero_()`` / ``.fill_(v)`` in a method, not inside a loop of it, and
+  the method is no generator;
+* every use of ``<attr>`` (an attribute of that name on any object, in any file of the project) is
+  in that method, is ``.grad`` of it, or rebinds it to a fresh allocation (``self.com = wp.zeros(...)``);
+* in the method, the first use is a reset that runs on every call (nothing but ``with`` blocks around
+  it), the last use is the dead reset, and every use between is a reset or an argument of a launch.
+
+Each call of the method then overwrites the array before it reads it, and after the dead reset nothing
+in the program reads it until that next call: only the backward's replay of the recorded readers,
+which is what the fix changes. (Code outside the project, e.g. a library runner reading
+``example.com``, is not seen.)
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+from warpfix.model.source import SourceFile
+
+__all__ = ["covering_reset", "is_reset"]
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FRESH = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "clone"})
+_REFLECTION = frozenset({"getattr", "setattr", "delattr", "hasattr", "vars"})
+
+
+def is_reset(call: ast.AST) -> bool:
+    """``x.zero_()`` or ``x.fill_(v)``."""
+    return (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+        and ((call.func.attr == "zero_" and not call.args) or (call.func.attr == "fill_" and len(call.args) == 1))
+        and not call.keywords
+    )
+
+
+def _reset_statement(src: SourceFile, mention: ast.Attribute) -> ast.Expr | None:
+    """The statement ``mention.zero_()`` / ``mention.fill_(v)`` when ``mention`` is that reset's array."""
+    method = src.parents.get(id(mention))
+    call = src.parents.get(id(method)) if isinstance(method, ast.Attribute) and method.value is mention else None
+    stmt = src.parents.get(id(call)) if call is not None and is_reset(call) else None
+    return stmt if isinstance(stmt, ast.Expr) else None
+
+
+def _launch_argument(src: SourceFile, mention: ast.Attribute) -> bool:
+    """``mention`` is an element of a ``wp.launch`` / ``wp.launch_tiled`` argument list (inputs, outputs)."""
+    seq = src.parents.get(id(mention))
+    if not isinstance(seq, (ast.List, ast.Tuple)):
+        return False
+    holder = src.parents.get(id(seq))
+    call = src.parents.get(id(holder)) if isinstance(holder, ast.keyword) else holder
+    if not (isinstance(call, ast.Call) and src.is_warp(call.func, "launch", "launch_tiled")):
+        return False
+    return (isinstance(holder, ast.keyword) and holder.arg in ("inputs", "outputs")) or seq in call.args[2:4]
+
+
+def _fresh_rebinding(src: SourceFile, mention: ast.Attribute) -> bool:
+    """``<obj>.<attr> = wp.zeros(...)`` (a fresh allocation, nothing else reaches it)."""
+    stmt = src.parents.get(id(mention))
+    return (
+        isinstance(stmt, ast.Assign) and stmt.targets == [mention] and isinstance(stmt.value, ast.Call)
+        and src.is_warp(stmt.value.func, *_FRESH)
+    )
+
+
+def _straight(src: SourceFile, stmt: ast.stmt, func: ast.AST) -> bool:
+    """Only ``with`` blocks lie between ``stmt`` and ``func``: it runs on every call."""
+    cur = src.parents.get(id(stmt))
+    while cur is not None and cur is not func:
+        if isinstance(cur, ast.stmt) and not isinstance(cur, (ast.With, ast.AsyncWith)):
+            return False
+        cur = src.parents.get(id(cur))
+    return cur is func
+
+
+def _in_loop(src: SourceFile, node: ast.AST, func: ast.AST) -> bool:
+    cur = src.parents.get(id(node))
+    while cur is not None and cur is not func:
+        if isinstance(cur, (ast.For, ast.AsyncFor, ast.While, *_FUNCS, ast.Lambda)):
+            return True
+        cur = src.parents.get(id(cur))
+    return False
+
+
+def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.Call) -> tuple[int | None, str]:
+    """(line of the reset that overwrites the array before anything else uses it, "") when the reset
+    ``call`` is dead (see the module docstring), else (None, why not)."""
+    stmt = src.parents.get(id(call))
+    target = call.func.value if isinstance(call.func, ast.Attribute) else None
+    funcs = src.enclosing_functions(call)
+    if not isinstance(stmt, ast.Expr) or not funcs:
+        return None, "the reset is not a statement of a method"
+    func = funcs[0]
+    params = func.args.posonlyargs + func.args.args
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and params
+            and target.value.id == params[0].arg):
+        return None, f"`{ast.unparse(target) if target else '?'}` is not an attribute of `{func.name}`'s object"
+    attr, self_name = target.attr, target.value.id
+    if _in_loop(src, stmt, func):
+        return None, f"the reset is inside a loop of `{func.name}`"
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(func)):
+        return None, f"`{func.name}` is a generator or coroutine"
+    inside: list[ast.Attribute] = []
+    for path, other in files.items():
+        for node in other.nodes_of(ast.Attribute):
+            if node.attr != attr:
+                continue
+            up = other.parents.get(id(node))
+            if isinstance(up, ast.Attribute) and up.attr == "grad":
+                continue  # the gradient array: no reset writes it
+            if other is src and func.lineno <= node.lineno <= (func.end_lineno or func.lineno) \
+                    and other.enclosing_functions(node)[:1] == [func]:
+                inside.append(node)
+            elif not _fresh_rebinding(other, node):
+                return None, f"`.{attr}` is used at {path}:{node.lineno}, outside `{func.name}`"
+        for node in other.nodes_of(ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in _REFLECTION and any(
+                    isinstance(a, ast.Constant) and a.value == attr for a in node.args):
+                return None, f"`{node.func.id}` names `{attr}` at {path}:{node.lineno}"
+    inside.sort(key=lambda n: (n.lineno, n.col_offset))
+    if not inside or inside[-1] is not target:
+        return None, f"`{self_name}.{attr}` is used after the reset in `{func.name}`"
+    for node in inside:
+        if not (isinstance(node.value, ast.Name) and node.value.id == self_name):
+            return None, f"`{ast.unparse(node)}` at line {node.lineno} may be another object's `{attr}`"
+        if _reset_statement(src, node) is None and not _launch_argument(src, node):
+            return None, f"`{self_name}.{attr}` at line {node.lineno} is used other than by a launch or a reset"
+    first = _reset_statement(src, inside[0])
+    if first is None or inside[0] is target or not _straight(src, first, func):
+        return None, (f"`{func.name}` does not reset `{self_name}.{attr}` on every call before it first "
+                      "uses it")
+    return first.lineno, ""
