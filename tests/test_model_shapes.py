@@ -365,3 +365,78 @@ def test_a_launch_under_an_undecided_if_of_a_called_solver_is_not_known_taped(in
         ("WF106", Severity.WARNING, False)]
     sure = _MAYBE_LAUNCH.replace("        if model.clamp_count:\n            wp.launch", "        wp.launch")
     assert [(f.rule, f.severity) for f in _check(sure, index) if f.rule == "WF106"] == [("WF106", Severity.ERROR)]
+
+
+# In the shape of warp.fem's example_cantilever_topology_optimization.py: the objective nlopt calls
+# returns a cached result when x did not change, and otherwise records the forward, then a second
+# objective (the volume) on the same tape, backwarded after `tape.zero()`.
+_EARLY_RETURN = '''
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def filt(raw: wp.array(dtype=float), phys: wp.array(dtype=float)):
+    e = wp.tid()
+    phys[e] = raw[e] * 0.5
+
+
+@wp.kernel
+def volume_loss(density: wp.array(dtype=float), count: float, loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, density[wp.tid()] / count)
+
+
+@wp.kernel
+def compliance(density: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    d = density[wp.tid()]
+    wp.atomic_add(loss, 0, d * d)
+
+
+class Example:
+    def __init__(self):
+        self.raw = wp.zeros(8, dtype=float, requires_grad=True)
+        self.physical = wp.zeros(8, dtype=float, requires_grad=True)
+        self.last_x = None
+        self.cached = None
+
+    def evaluate(self, x):
+        if self.last_x is not None and np.array_equal(x, self.last_x):
+            return self.cached
+        self.raw.assign(x)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(filt, dim=8, inputs=[self.raw], outputs=[self.physical])
+        objective = wp.zeros(1, dtype=float, requires_grad=True)
+        volume = wp.zeros(1, dtype=float, requires_grad=True)
+        with tape:
+            wp.launch(compliance, dim=8, inputs=[self.physical], outputs=[objective])
+            wp.launch(volume_loss, dim=8, inputs=[self.physical, 8.0], outputs=[volume])
+        tape.backward(objective)
+        g_objective = self.raw.grad.numpy().copy()
+        tape.zero()
+        tape.backward(volume)
+        g_volume = self.raw.grad.numpy().copy()
+        tape.zero()
+        self.last_x = x.copy()
+        self.cached = (g_objective, g_volume)
+        return self.cached
+'''
+
+
+def test_code_after_an_early_return_guard_is_followed(index: LibraryIndex) -> None:
+    """`if cached: return cached` under an undecided test returns in one arm only: the rest of the
+    method runs in the other (it was dropped, so nothing in it was checked)."""
+    repeat = "            wp.launch(volume_loss, dim=8, inputs=[self.physical, 8.0], outputs=[volume])\n"
+    buggy = _EARLY_RETURN.replace(repeat, repeat * 2)
+    assert _errors(_check(buggy, index)) == [("WF502", _line(buggy, repeat) + 1)]
+    guard_in_else = buggy.replace("            return self.cached\n",
+                                  "            return self.cached\n        else:\n            pass\n")
+    assert _errors(_check(guard_in_else, index)) == [("WF502", _line(guard_in_else, repeat) + 1)]
+
+
+def test_a_second_objective_on_the_same_tape_is_not_work_after_the_loss(index: LibraryIndex) -> None:
+    """The volume is recorded after the compliance and backwarded from the same tape after
+    `tape.zero()`: moving it after the first backward would take it off the tape."""
+    assert _check(_EARLY_RETURN, index) == []
+    single = _EARLY_RETURN.replace("        tape.zero()\n        tape.backward(volume)\n", "")
+    assert [f.rule for f in _check(single, index)] == ["WF302"]

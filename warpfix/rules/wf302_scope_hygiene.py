@@ -79,6 +79,28 @@ for it in range(20):
     tape.reset()
 """,
         ),
+        Example(
+            KERNELS
+            + """
+size = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(20):
+    loss.zero_()
+    size.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+        wp.launch(mse, dim=32, inputs=[y, x], outputs=[size])
+    tape.backward(loss)
+    g_fit = w.grad.numpy().copy()
+    tape.zero()
+    tape.backward(size)
+    g_size = w.grad.numpy().copy()
+    w.assign(w.numpy() - 0.1 * (g_fit + g_size))
+""",
+            note="a second objective on the same tape, backwarded after `tape.zero()` (the fem cantilever's "
+            "compliance and volume): the first backward replays it with a zero adjoint",
+        ),
     ]
     INVALID = [
         Example(
@@ -133,8 +155,9 @@ for it in range(20):
             loss_ev = events[writers[-1]]
             loss_site = _site_in(loss_ev, scope.span)
             seen = {(site.path, site.line) for site in early}  # reported as steps on the tape
+            objectives = _other_objectives(events[writers[-1] + 1:idx], events[idx + 1:], bwd)
             for j, ev in in_scope:
-                if j <= writers[-1] or ev.kind not in self._WORK or exclusive(ev, loss_ev):
+                if j <= writers[-1] or ev.kind not in self._WORK or exclusive(ev, loss_ev) or id(ev) in objectives:
                     continue
                 where = _site_in(ev, scope.span)
                 if where is None or where == loss_site or (where.path, where.line) in seen:
@@ -176,6 +199,21 @@ for it in range(20):
                 data={"tape": tape_name},
                 related=((scope.span, "tape block"), (bwd.span, "backward here")),
             )
+
+
+def _other_objectives(after_loss: list[Event], later: list[Event], bwd: Event) -> set[int]:
+    """Events after the loss that only compute what a later backward of the same tape starts from (a
+    second objective recorded on one tape, backwarded after a ``tape.zero()``): moving them after the
+    first backward would take that objective off the tape, and the first backward replays them with
+    zero adjoints. The ids of those events."""
+    feeds = {e.reads[0].root().id for e in later if e.kind == "backward" and e.tape == bwd.tape and e.reads}
+    out: set[int] = set()
+    for ev in reversed(after_loss):
+        written = {b.root().id for b in outputs(ev)}
+        if written and written <= feeds:
+            out.add(id(ev))
+            feeds |= {b.root().id for b in true_reads(ev)}
+    return out
 
 
 def _site_in(ev: Event, block: Span) -> Span | None:

@@ -25,17 +25,27 @@ class Statements:
 
     # ------------------------------------------------------------------ statements
     def block(self, body: list[ast.stmt], frame: _Frame, module_level: bool = False) -> None:
-        for stmt in body:
-            try:
-                self.stmt(stmt, frame, module_level)
-            except _Return:
-                raise
-            except _Budget:
-                raise
-            except RecursionError:
-                raise _Budget from None
+        """Run ``body``; after an ``if`` one arm of which returned, the rest runs in the other arm."""
+        arms = 0
+        try:
+            for stmt in body:
+                try:
+                    rest = self.stmt(stmt, frame, module_level)
+                except _Return:
+                    raise
+                except _Budget:
+                    raise
+                except RecursionError:
+                    raise _Budget from None
+                if rest is not None:
+                    self.branch_stack.append(rest)
+                    arms += 1
+        finally:
+            if arms:
+                del self.branch_stack[-arms:]
 
-    def stmt(self, s: ast.stmt, frame: _Frame, module_level: bool = False) -> None:
+    def stmt(self, s: ast.stmt, frame: _Frame, module_level: bool = False) -> tuple[int, int] | None:
+        """Interpret ``s``; an ``if`` one arm of which returned gives the (if, arm) the code after it runs in."""
         src = frame.src
         self.steps += 1
         if self.steps > MAX_STEPS:
@@ -76,6 +86,7 @@ class Statements:
             self.eval(s.test, frame)
             if_id = next(self.ids)
             self.if_depth[if_id] = len(self.call_stack)
+            returned = []
             for arm, body in ((0, s.body), (1, s.orelse)):
                 if not body:
                     continue
@@ -83,12 +94,14 @@ class Statements:
                 try:
                     self.block(body, frame, module_level)
                 except _Return:
-                    if arm == 1 or not s.orelse:
-                        self.branch_stack.pop()
-                        raise
+                    returned.append(arm)
                 finally:
                     if self.branch_stack and self.branch_stack[-1] == (if_id, arm):
                         self.branch_stack.pop()
+            if len(returned) == 2:
+                raise _Return
+            if returned:  # ``if cached: return cached``: what follows runs when the arm did not return
+                return if_id, 1 - returned[0]
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self.for_loop(s, frame, module_level)
         elif isinstance(s, ast.While):
