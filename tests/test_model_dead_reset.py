@@ -47,7 +47,8 @@ def test_a_reset_the_method_repeats_before_any_use_is_dead() -> None:
     pytest.param("    def step(self):\n", "    def step(self):\n        print(self.com.numpy())\n",
                  "`.com` is used at trainer.py:16, outside `forward`", id="a host read in another method"),
     pytest.param("with wp.ScopedDevice(\"cpu\"):", "if self.q is not None:",
-                 "`forward` does not reset `self.com` on every call before it first uses it", id="a conditional reset"),
+                 "`forward` does not reset `self.com` on every call before it first uses it, nor does a reset follow "
+                 "it before the next use", id="a conditional reset"),
     pytest.param("        self.com.zero_()  # the dead reset\n",
                  "        self.com.zero_()  # the dead reset\n        wp.launch(k, dim=1, inputs=[self.com])\n",
                  "`self.com` is used after the reset in `forward`", id="used after the reset"),
@@ -74,3 +75,77 @@ def test_another_file_reading_the_attribute_keeps_the_reset() -> None:
     other = "def report(trainer):\n    return trainer.com.numpy()\n"
     assert _covering({"trainer.py": TRAINER, "report.py": other}) == (
         None, "`.com` is used at report.py:2, outside `forward`")
+
+
+# In the shape of newton's example_diffsim_soft_body.py: forward() accumulates into `self.com` without
+# resetting it first, and step() resets it after the backward, before the next forward().
+SOFT_BODY = textwrap.dedent("""\
+    import warp as wp
+
+
+    @wp.kernel
+    def com_kernel(q: wp.array(dtype=float), com: wp.array(dtype=float)):
+        wp.atomic_add(com, 0, q[wp.tid()])
+
+
+    @wp.kernel
+    def loss_kernel(com: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        loss[0] = com[0] * com[0]
+
+
+    class Example:
+        def __init__(self):
+            self.q = wp.ones(8, dtype=float, requires_grad=True)
+            self.com = wp.array([0.0], dtype=float, requires_grad=True)
+            self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+        def forward_backward(self):
+            self.tape = wp.Tape()
+            with self.tape:
+                self.forward()
+            self.tape.backward(self.loss)
+
+        def forward(self):
+            wp.launch(com_kernel, dim=8, inputs=[self.q], outputs=[self.com])
+            wp.launch(loss_kernel, dim=1, inputs=[self.com], outputs=[self.loss])
+            self.com.zero_()  # the dead reset
+
+        def step(self):
+            self.forward_backward()
+            self.tape.zero()
+            self.loss.zero_()
+            self.com.zero_()
+
+
+    example = Example()
+    for _ in range(3):
+        example.step()
+""")
+
+
+def _wf105_data(text: str) -> dict:
+    from warpfix.engine import check_sources
+
+    [finding] = [f for f in check_sources({"trainer.py": text}, select=["WF105"]).findings]
+    assert finding.line == next(i for i, row in enumerate(text.splitlines(), 1) if row.endswith("# the dead reset"))
+    return finding.data
+
+
+def test_a_reset_that_follows_in_another_method_makes_the_reset_dead() -> None:
+    step_reset = SOFT_BODY.splitlines().index("        self.com.zero_()") + 1
+    assert _wf105_data(SOFT_BODY)["dead_after"] == step_reset
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    pytest.param("        self.com.zero_()\n\n\nexample", "        if self.loss is None:\n            self.com.zero_()\n\n\nexample",
+                 id="the later reset is conditional"),
+    pytest.param("        self.com.zero_()\n\n\nexample", "\n\nexample", id="no later reset"),
+    pytest.param("        self.forward_backward()\n", "        self.forward_backward()\n        self.forward()\n",
+                 id="the next forward reads the zeros"),
+])
+def test_a_reset_no_unconditional_reset_follows_is_not_dead(old: str, new: str) -> None:
+    assert old in SOFT_BODY
+    data = _wf105_data(SOFT_BODY.replace(old, new))
+    assert "dead_after" not in data
+    assert data["dead_refused"] == ("`forward` does not reset `self.com` on every call before it first uses it, "
+                                    "nor does a reset follow it before the next use")

@@ -16,14 +16,16 @@ project, conservatively:
 * the reset is ``<self>.<attr>.zero_()`` / ``.fill_(v)`` in a method, not inside a loop of it, and
   the method is no generator;
 * every use of ``<attr>`` (an attribute of that name on any object, in any file of the project) is
-  in that method, is ``.grad`` of it, or rebinds it to a fresh allocation (``self.com = wp.zeros(...)``);
-* in the method, the first use is a reset that runs on every call (nothing but ``with`` blocks around
-  it), the last use is the dead reset, and every use between is a reset or an argument of a launch.
+  ``.grad`` of it, a reset statement, a rebinding to a fresh allocation (``self.com = wp.zeros(...)``),
+  or, in that method only, an argument of a launch; the dead reset is the method's last use;
+* the array is reset again before anything reads it: the method's first use is a reset that runs on
+  every call (nothing but ``with`` blocks around it), or, in every host trace the reset runs in, the
+  next event that touches the array after each run of it is a reset as unconditional as it
+  (:func:`reset_successors`: soft_body's ``step()`` resets ``self.com`` after ``forward()``).
 
-Each call of the method then overwrites the array before it reads it, and after the dead reset nothing
-in the program reads it until that next call: only the backward's replay of the recorded readers,
-which is what the fix changes. (Code outside the project, e.g. a library runner reading
-``example.com``, is not seen.)
+Then only the method's launches read the array, each after a reset that follows the dead one: what
+the dead reset writes is seen by the backward's replay of the recorded readers alone, which is what
+the fix changes. (Code outside the project, e.g. a library runner reading ``example.com``, is not seen.)
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
+from warpfix.finding import Span
+from warpfix.model.facts import Event, Trace
 from warpfix.model.source import SourceFile
 
-__all__ = ["covering_reset", "is_reset"]
+__all__ = ["covering_reset", "is_reset", "merge_successors", "reset_successors"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FRESH = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "clone"})
@@ -69,13 +73,24 @@ def _launch_argument(src: SourceFile, mention: ast.Attribute) -> bool:
     return (isinstance(holder, ast.keyword) and holder.arg in ("inputs", "outputs")) or seq in call.args[2:4]
 
 
+def _fresh(src: SourceFile, value: ast.expr) -> bool:
+    """``wp.zeros(...)`` and friends, or ``wp.array(<host data>)`` from a literal or a numpy call (a copy)."""
+    if not isinstance(value, ast.Call):
+        return False
+    if src.is_warp(value.func, *_FRESH):
+        return True
+    if not src.is_warp(value.func, "array") or any(k.arg in ("ptr", "copy") for k in value.keywords):
+        return False
+    data = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "data"), None)
+    host = isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and isinstance(data.func.value, ast.Name) \
+        and data.func.value.id in ("np", "numpy")
+    return host or isinstance(data, (ast.List, ast.Tuple, ast.ListComp))
+
+
 def _fresh_rebinding(src: SourceFile, mention: ast.Attribute) -> bool:
     """``<obj>.<attr> = wp.zeros(...)`` (a fresh allocation, nothing else reaches it)."""
     stmt = src.parents.get(id(mention))
-    return (
-        isinstance(stmt, ast.Assign) and stmt.targets == [mention] and isinstance(stmt.value, ast.Call)
-        and src.is_warp(stmt.value.func, *_FRESH)
-    )
+    return isinstance(stmt, ast.Assign) and stmt.targets == [mention] and _fresh(src, stmt.value)
 
 
 def _straight(src: SourceFile, stmt: ast.stmt, func: ast.AST) -> bool:
@@ -97,9 +112,44 @@ def _in_loop(src: SourceFile, node: ast.AST, func: ast.AST) -> bool:
     return False
 
 
-def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.Call) -> tuple[int | None, str]:
+def reset_successors(trace: Trace) -> dict[Span, tuple[bool, int | None]]:
+    """For each ``zero_`` / ``fill_`` of ``trace`` (by its span): whether, after each of its runs, the
+    next event that touches its array (reads, writes or accumulates into it or a view of it) is a
+    reset of the whole array that runs whenever it does; and the line of such a reset in its file
+    (None: nothing touches the array after it). One backward pass over the events."""
+    out: dict[Span, tuple[bool, int | None]] = {}
+    following: dict[int, Event] = {}  # array root id -> the next event touching it
+    for ev in reversed(trace.events):
+        touched = {b.root().id for b in (*ev.reads, *ev.writes, *ev.accums)}
+        if ev.kind in ("zero", "fill") and len(ev.writes) == 1:
+            root = ev.writes[0].root().id
+            nxt = following.get(root)
+            ok, line = out.get(ev.span, (True, None))
+            if nxt is not None:
+                whole = nxt.kind in ("zero", "fill") and all(
+                    b.id == root for b in (*nxt.reads, *nxt.writes, *nxt.accums) if b.root().id == root)
+                ok = ok and whole and set(nxt.branches) <= set(ev.branches)
+                if ok and nxt.span.path == ev.span.path:
+                    line = nxt.span.line if line is None else min(line, nxt.span.line)
+            out[ev.span] = (ok, line)
+        for root in touched:
+            following[root] = ev
+    return out
+
+
+def merge_successors(into: dict[Span, tuple[bool, int | None]], more: dict[Span, tuple[bool, int | None]]) -> None:
+    """Fold one trace's :func:`reset_successors` into those of the traces before it."""
+    for span, (ok, line) in more.items():
+        was_ok, was_line = into.get(span, (True, None))
+        lines = [n for n in (was_line, line) if n is not None]
+        into[span] = (was_ok and ok, min(lines) if lines else None)
+
+
+def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.Call,
+                   followed: int | None = None) -> tuple[int | None, str]:
     """(line of the reset that overwrites the array before anything else uses it, "") when the reset
-    ``call`` is dead (see the module docstring), else (None, why not)."""
+    ``call`` is dead (see the module docstring), else (None, why not). ``followed``: the line of the
+    reset that :func:`reset_successors` found after it in every trace it runs in."""
     stmt = src.parents.get(id(call))
     target = call.func.value if isinstance(call.func, ast.Attribute) else None
     funcs = src.enclosing_functions(call)
@@ -126,7 +176,7 @@ def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.C
             if other is src and func.lineno <= node.lineno <= (func.end_lineno or func.lineno) \
                     and other.enclosing_functions(node)[:1] == [func]:
                 inside.append(node)
-            elif not _fresh_rebinding(other, node):
+            elif not _fresh_rebinding(other, node) and _reset_statement(other, node) is None:
                 return None, f"`.{attr}` is used at {path}:{node.lineno}, outside `{func.name}`"
         for node in other.nodes_of(ast.Call):
             if isinstance(node.func, ast.Name) and node.func.id in _REFLECTION and any(
@@ -141,7 +191,9 @@ def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.C
         if _reset_statement(src, node) is None and not _launch_argument(src, node):
             return None, f"`{self_name}.{attr}` at line {node.lineno} is used other than by a launch or a reset"
     first = _reset_statement(src, inside[0])
-    if first is None or inside[0] is target or not _straight(src, first, func):
-        return None, (f"`{func.name}` does not reset `{self_name}.{attr}` on every call before it first "
-                      "uses it")
-    return first.lineno, ""
+    if first is not None and inside[0] is not target and _straight(src, first, func):
+        return first.lineno, ""
+    if followed is not None:
+        return followed, ""
+    return None, (f"`{func.name}` does not reset `{self_name}.{attr}` on every call before it first uses it, "
+                  "nor does a reset follow it before the next use")

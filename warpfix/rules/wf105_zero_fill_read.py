@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
-from warpfix.model.dead_reset import covering_reset, is_reset
+from warpfix.model.dead_reset import covering_reset, is_reset, merge_successors, reset_successors
 from warpfix.model.hazards import Hazard, hazard_data, read_related
 from warpfix.model.reset_era import reset_era, unstored_reader
 from warpfix.rules._hazard_rule import HazardRule
@@ -17,6 +17,7 @@ from warpfix.rules.base import Example, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import Trace
 
 
 _DEAD = """
@@ -193,6 +194,12 @@ class Sim:
         super().begin(project)
         # span -> (the first finding there, the snapshot sites of every hazard there, the first refusal)
         self._found: dict[Span, tuple[Finding, list[list[object]], str | None]] = {}
+        # each reset's next toucher in every trace: is it an unconditional reset (dead_reset)
+        self._successors: dict[Span, tuple[bool, int | None]] = {}
+
+    def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
+        merge_successors(self._successors, reset_successors(trace))
+        return super().check_trace(project, trace)
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         """Every finding, once all hazards at its reset are known: one code edit serves them all, so
@@ -203,15 +210,15 @@ class Sim:
                 else {"snapshot": sites}
             yield dataclasses.replace(finding, data={**finding.data, **extra})
 
-    @staticmethod
-    def _dead(project: Project, span: Span) -> dict[str, object]:
+    def _dead(self, project: Project, span: Span) -> dict[str, object]:
         """``covering_reset``: the line of the reset that makes this one dead, or why it is not."""
         src = project.files.get(span.path)
         call = None if src is None else next(
             (c for c in src.nodes_of(ast.Call) if c.lineno == span.line and is_reset(c)), None)
         if src is None or call is None:
             return {"dead_refused": "no reset statement at the finding"}
-        line, why = covering_reset(project.files, src, call)
+        ok, followed = self._successors.get(span, (False, None))
+        line, why = covering_reset(project.files, src, call, followed if ok else None)
         return {"dead_after": line} if line is not None else {"dead_refused": why}
 
     def report(self, hz: Hazard) -> Iterator[Finding]:
