@@ -429,3 +429,27 @@ def test_copy_writeback_into_the_solver_control_in_newton_bear(index: LibraryInd
     old = "self.control.tet_activations = self.tet_activations[frame][: self.model.tet_count]"
     buggy = _mutate(text, old, "wp.copy(self.control.tet_activations, self.tet_activations[frame][: self.model.tet_count])")
     assert ("WF101", _line(buggy, "wp.copy(self.control")) in _errors(_check(buggy, index, name))
+
+
+@needs_newton
+def test_a_reset_between_a_taped_write_and_its_reader_in_newton_bear(index: LibraryIndex) -> None:
+    """A held-out mutant: `self.coms[frame].zero_()` between the launch that accumulates the centre of
+    mass and the loss that reads it. Nothing read it before the reset, but the loss reads the zeros while
+    the tape credits `com_kernel` with them."""
+    name = "example_diffsim_bear.py"
+    text = _package_file("newton", f"examples/diffsim/{name}")
+    old = "        # compute loss\n"
+    buggy = _mutate(text, old, "        self.coms[frame].zero_()\n\n" + old)
+    found = [f for f in _check(buggy, index, name) if f.rule == "WF105"]
+    assert [(f.span.line, f.severity) for f in found] == [(_line(buggy, "self.coms[frame].zero_()"), Severity.ERROR)]
+    assert "which kernel `com_kernel` (parameter `com`)" in found[0].message
+    assert _errors(_check(text, index, name)) == []
+
+
+def test_a_reset_between_a_taped_write_and_its_reader_in_warp_diffray(index: LibraryIndex) -> None:
+    name = "example_diffray.py"
+    text = _package_file("warp", f"examples/optim/{name}")
+    old = "        # downsample\n"
+    buggy = _mutate(text, old, "        self.rays.zero_()\n\n" + old)
+    assert ("WF105", _line(buggy, "self.rays.zero_()")) in _errors(_check(buggy, index, name))
+    assert [r for r, _ in _errors(_check(text, index, name))] == ["WF403"]  # the Lambert loop (round 10)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model.dead_reset import covering_reset, is_reset, merge_successors, reset_successors
 from warpfix.model.hazards import Hazard, hazard_data, read_related
+from warpfix.model.reset_after_write import resets_after_writes
 from warpfix.model.reset_era import reset_era, unstored_reader
 from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
@@ -20,6 +21,32 @@ if TYPE_CHECKING:
     from warpfix.model.facts import Trace
 
 
+_WRITTEN = """
+import warp as wp
+
+
+@wp.kernel
+def gravity(f: wp.array(dtype=float), q: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(f, i, -9.8 - q[i] * q[i])
+
+
+@wp.kernel
+def integrate(q: wp.array(dtype=float), f: wp.array(dtype=float), q_new: wp.array(dtype=float)):
+    i = wp.tid()
+    q_new[i] = q[i] + 0.01 * f[i]
+
+
+q = wp.zeros(16, dtype=float, requires_grad=True)
+forces = wp.zeros(16, dtype=float, requires_grad=True)
+q_new = wp.zeros(16, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(gravity, dim=16, inputs=[forces, q])
+    RESET
+    wp.launch(integrate, dim=16, inputs=[q, forces], outputs=[q_new])
+tape.backward(grads={q_new: wp.ones(16, dtype=float)})
+"""
 _DEAD = """
 import warp as wp
 
@@ -68,11 +95,16 @@ class ZeroFillRead(HazardRule):
         "rebound (a graph capture), its readers read a copy, or a reset nothing but the backward sees goes"
     )
     doc = RuleDoc(
-        what="Flags `x.zero_()` / `x.fill_(v)` on the tape when `x` was already read by a recorded op of that tape.",
+        what=(
+            "Flags `x.zero_()` / `x.fill_(v)` on the tape when `x` was already read by a recorded op of that tape, "
+            "or when a recorded op wrote `x` and a later recorded op reads the reset contents."
+        ),
         why=(
             "`zero_` and `fill_` are writes that the tape does not record and the overwrite tracker does not see. "
             "The earlier reader's adjoint replays against the zeroed contents, and the gradient accumulated in "
-            "`x.grad` by later steps is never consumed, so earlier steps receive it too."
+            "`x.grad` by later steps is never consumed, so earlier steps receive it too. A reset between a recorded "
+            "write and a recorded read leaves the tape holding the writer: the reader's adjoint credits it with "
+            "values the reader never saw."
         ),
         example="""
 with tape:
@@ -171,6 +203,11 @@ class Sim:
             + _BODY,
             note="zeroing before the first read is fine",
         ),
+        Example(
+            _WRITTEN.replace("    wp.launch(gravity, dim=16, inputs=[forces, q])\n    RESET\n",
+                             "    forces.zero_()\n    wp.launch(gravity, dim=16, inputs=[forces, q])\n"),
+            note="a reset before the accumulation: no recorded write is destroyed",
+        ),
     ]
     INVALID = [
         Example(
@@ -181,6 +218,12 @@ class Sim:
             _CAPTURED,
             expected_fix=_CAPTURED.replace("inputs=[self.x]", "inputs=[wp.clone(self.x)]"),
             note="a capture runs the reset, so `self.x` is not rebound: the loss reads a snapshot instead",
+        ),
+        Example(
+            _WRITTEN.replace("    RESET\n", "    forces.zero_()  # expect: WF105\n"),
+            expected_fix=_WRITTEN.replace("    RESET\n", "    forces = wp.zeros_like(forces)  # expect: WF105\n"),
+            note="nothing read `forces` before the reset, but `integrate` reads the zeros while the tape holds "
+            "`gravity` as their writer: its adjoint gets `forces.grad`",
         ),
         Example(
             _DEAD,
@@ -199,7 +242,21 @@ class Sim:
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         merge_successors(self._successors, reset_successors(trace))
-        return super().check_trace(project, trace)
+        yield from super().check_trace(project, trace)
+        for hit in resets_after_writes(trace):
+            if hit.reset.span in self._found:
+                continue
+            name = hit.reset.name_of(hit.reset.writes[0])
+            call = "zero_()" if hit.reset.kind == "zero" else "fill_(...)"
+            finding = self.finding(
+                hit.reset.span,
+                f"`{name}.{call}` overwrites `{name}`, which {hit.writer.describe()} wrote on the tape, before "
+                f"{hit.reader.describe()} reads it; the tape does not record this write, so the reader's adjoint "
+                "credits the writer with values it never produced",
+                related=((hit.writer.event.span, f"`{name}` written here by {hit.writer.describe()}"),
+                         (hit.reader.event.span, f"`{name}` read here by {hit.reader.describe()}")),
+            )
+            self._found[hit.reset.span] = (finding, [], f"no recorded op read `{name}` before the reset")
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         """Every finding, once all hazards at its reset are known: one code edit serves them all, so
