@@ -149,3 +149,71 @@ def test_a_reset_no_unconditional_reset_follows_is_not_dead(old: str, new: str) 
     assert "dead_after" not in data
     assert data["dead_refused"] == ("`forward` does not reset `self.com` on every call before it first uses it, "
                                     "nor does a reset follow it before the next use")
+
+
+# In the shape of newton's example_diffsim_bear.py: one centre of mass per frame, a list built in
+# __init__, forward(frame) accumulates into its element and step() resets every element in a loop.
+BEAR = textwrap.dedent("""\
+    import warp as wp
+
+
+    @wp.kernel
+    def com_kernel(q: wp.array(dtype=float), com: wp.array(dtype=float)):
+        wp.atomic_add(com, 0, q[wp.tid()])
+
+
+    @wp.kernel
+    def loss_kernel(com: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        wp.atomic_add(loss, 0, com[0] * com[0])
+
+
+    class Example:
+        def __init__(self):
+            self.q = wp.ones(8, dtype=float, requires_grad=True)
+            self.coms = []
+            for _ in range(3):
+                self.coms.append(wp.zeros(1, dtype=float, requires_grad=True))
+            self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+        def forward_backward(self):
+            self.tape = wp.Tape()
+            with self.tape:
+                for i in range(3):
+                    self.forward(i)
+            self.tape.backward(self.loss)
+
+        def forward(self, frame):
+            wp.launch(com_kernel, dim=8, inputs=[self.q], outputs=[self.coms[frame]])
+            wp.launch(loss_kernel, dim=1, inputs=[self.coms[frame]], outputs=[self.loss])
+            self.coms[frame].zero_()  # the dead reset
+
+        def step(self):
+            self.forward_backward()
+            self.tape.zero()
+            self.loss.zero_()
+            for i in range(3):
+                self.coms[i].zero_()
+
+
+    example = Example()
+    for _ in range(3):
+        example.step()
+""")
+
+
+def test_a_reset_of_a_list_element_that_a_loop_resets_later_is_dead() -> None:
+    loop_reset = BEAR.splitlines().index("            self.coms[i].zero_()") + 1  # in step()
+    assert _wf105_data(BEAR)["dead_after"] == loop_reset
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    pytest.param("        for i in range(3):\n            self.coms[i].zero_()\n",
+                 "        for com in self.coms:\n            com.zero_()\n",
+                 "`.coms` is used at trainer.py:38, outside `forward`", id="the list iterated"),
+    pytest.param("outputs=[self.coms[frame]]", "outputs=[self.coms[0]]",
+                 "`forward` does not reset `self.coms[frame]` on every call before it first uses it, nor does a "
+                 "reset follow it before the next use", id="another element read after it"),
+])
+def test_a_reset_of_a_list_element_read_otherwise_is_not_dead(old: str, new: str, why: str) -> None:
+    assert old in BEAR
+    assert _wf105_data(BEAR.replace(old, new))["dead_refused"] == why

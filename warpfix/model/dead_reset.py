@@ -13,11 +13,13 @@ Deleting the second reset keeps every forward value bit for bit when the array's
 be observed between it and the next covering reset. That is proven on the ``ast`` of the whole
 project, conservatively:
 
-* the reset is ``<self>.<attr>.zero_()`` / ``.fill_(v)`` in a method, not inside a loop of it, and
-  the method is no generator;
+* the reset is ``<self>.<attr>.zero_()`` / ``.fill_(v)``, or of an element ``<self>.<attr>[i]`` (bear's
+  per-frame ``self.coms[frame]``), in a method, not inside a loop of it, and the method is no generator;
 * every use of ``<attr>`` (an attribute of that name on any object, in any file of the project) is
-  ``.grad`` of it, a reset statement, a rebinding to a fresh allocation (``self.com = wp.zeros(...)``),
-  or, in that method only, an argument of a launch; the dead reset is the method's last use;
+  ``.grad`` of it, a reset statement, a rebinding to a fresh allocation (``self.com = wp.zeros(...)``,
+  or a list of them built by ``= []`` and ``.append(wp.zeros(...))``), or, in that method only, an
+  argument of a launch, used whole or as an element as the reset uses it; the dead reset is the
+  method's last use;
 * the array is reset again before anything reads it: the method's first use is a reset that runs on
   every call (nothing but ``with`` blocks around it), or, in every host trace the reset runs in, the
   next event that touches the array after each run of it is a reset as unconditional as it
@@ -35,6 +37,7 @@ from collections.abc import Mapping
 
 from warpfix.finding import Span
 from warpfix.model.facts import Event, Trace
+from warpfix.model.hazards import unresolved_element
 from warpfix.model.source import SourceFile
 
 __all__ = ["covering_reset", "is_reset", "merge_successors", "reset_successors"]
@@ -88,9 +91,25 @@ def _fresh(src: SourceFile, value: ast.expr) -> bool:
 
 
 def _fresh_rebinding(src: SourceFile, mention: ast.Attribute) -> bool:
-    """``<obj>.<attr> = wp.zeros(...)`` (a fresh allocation, nothing else reaches it)."""
-    stmt = src.parents.get(id(mention))
-    return isinstance(stmt, ast.Assign) and stmt.targets == [mention] and _fresh(src, stmt.value)
+    """``<obj>.<attr> = wp.zeros(...)`` (a fresh allocation, nothing else reaches it), or a list of fresh
+    arrays built in place: ``<obj>.<attr> = []`` and ``<obj>.<attr>.append(wp.zeros(...))``."""
+    up = src.parents.get(id(mention))
+    if isinstance(up, ast.Assign) and up.targets == [mention]:
+        value = up.value
+        return _fresh(src, value) or (isinstance(value, ast.List) and not value.elts)
+    call = src.parents.get(id(up)) if isinstance(up, ast.Attribute) and up.attr == "append" else None
+    return isinstance(call, ast.Call) and call.func is up and len(call.args) == 1 and _fresh(src, call.args[0])
+
+
+def _place(src: SourceFile, mention: ast.Attribute) -> ast.expr:
+    """``mention``, or the element ``mention[i]`` when it is subscripted (a list of per-frame arrays)."""
+    up = src.parents.get(id(mention))
+    return up if isinstance(up, ast.Subscript) and up.value is mention else mention
+
+
+def _of_grad(src: SourceFile, place: ast.expr) -> bool:
+    up = src.parents.get(id(place))
+    return isinstance(up, ast.Attribute) and up.attr == "grad"
 
 
 def _straight(src: SourceFile, stmt: ast.stmt, func: ast.AST) -> bool:
@@ -125,7 +144,9 @@ def reset_successors(trace: Trace) -> dict[Span, tuple[bool, int | None]]:
             root = ev.writes[0].root().id
             nxt = following.get(root)
             ok, line = out.get(ev.span, (True, None))
-            if nxt is not None:
+            if unresolved_element(ev.writes[0]):
+                ok = False  # ``xs[expr]`` with an index not evaluated: one buffer for many arrays
+            elif nxt is not None:
                 whole = nxt.kind in ("zero", "fill") and all(
                     b.id == root for b in (*nxt.reads, *nxt.writes, *nxt.accums) if b.root().id == root)
                 ok = ok and whole and set(nxt.branches) <= set(ev.branches)
@@ -157,10 +178,12 @@ def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.C
         return None, "the reset is not a statement of a method"
     func = funcs[0]
     params = func.args.posonlyargs + func.args.args
-    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and params
-            and target.value.id == params[0].arg):
-        return None, f"`{ast.unparse(target) if target else '?'}` is not an attribute of `{func.name}`'s object"
-    attr, self_name = target.attr, target.value.id
+    base = target.value if isinstance(target, ast.Subscript) else target
+    if not (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and params
+            and base.value.id == params[0].arg):
+        return None, (f"`{ast.unparse(target) if target else '?'}` is not an attribute of `{func.name}`'s object "
+                      "or an element of one")
+    attr, self_name = base.attr, base.value.id
     if _in_loop(src, stmt, func):
         return None, f"the reset is inside a loop of `{func.name}`"
     if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(func)):
@@ -170,30 +193,35 @@ def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.C
         for node in other.nodes_of(ast.Attribute):
             if node.attr != attr:
                 continue
-            up = other.parents.get(id(node))
-            if isinstance(up, ast.Attribute) and up.attr == "grad":
+            place = _place(other, node)
+            if _of_grad(other, place):
                 continue  # the gradient array: no reset writes it
             if other is src and func.lineno <= node.lineno <= (func.end_lineno or func.lineno) \
                     and other.enclosing_functions(node)[:1] == [func]:
                 inside.append(node)
-            elif not _fresh_rebinding(other, node) and _reset_statement(other, node) is None:
+            elif not _fresh_rebinding(other, node) and _reset_statement(other, place) is None:
                 return None, f"`.{attr}` is used at {path}:{node.lineno}, outside `{func.name}`"
         for node in other.nodes_of(ast.Call):
             if isinstance(node.func, ast.Name) and node.func.id in _REFLECTION and any(
                     isinstance(a, ast.Constant) and a.value == attr for a in node.args):
                 return None, f"`{node.func.id}` names `{attr}` at {path}:{node.lineno}"
     inside.sort(key=lambda n: (n.lineno, n.col_offset))
-    if not inside or inside[-1] is not target:
+    text = ast.unparse(target)
+    if not inside or inside[-1] is not base:
         return None, f"`{self_name}.{attr}` is used after the reset in `{func.name}`"
     for node in inside:
+        place = _place(src, node)
         if not (isinstance(node.value, ast.Name) and node.value.id == self_name):
             return None, f"`{ast.unparse(node)}` at line {node.lineno} may be another object's `{attr}`"
-        if _reset_statement(src, node) is None and not _launch_argument(src, node):
-            return None, f"`{self_name}.{attr}` at line {node.lineno} is used other than by a launch or a reset"
-    first = _reset_statement(src, inside[0])
-    if first is not None and inside[0] is not target and _straight(src, first, func):
+        if (place is node) is not (target is base):
+            return None, f"`{ast.unparse(place)}` at line {node.lineno} is not used as `{text}` is"
+        if _reset_statement(src, place) is None and not _launch_argument(src, place):
+            return None, f"`{ast.unparse(place)}` at line {node.lineno} is used other than by a launch or a reset"
+    first = _reset_statement(src, _place(src, inside[0]))
+    if first is not None and inside[0] is not base and _straight(src, first, func) \
+            and ast.unparse(_place(src, inside[0])) == text:
         return first.lineno, ""
     if followed is not None:
         return followed, ""
-    return None, (f"`{func.name}` does not reset `{self_name}.{attr}` on every call before it first uses it, "
+    return None, (f"`{func.name}` does not reset `{text}` on every call before it first uses it, "
                   "nor does a reset follow it before the next use")
