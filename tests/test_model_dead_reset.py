@@ -210,9 +210,12 @@ def test_a_reset_of_a_list_element_that_a_loop_resets_later_is_dead() -> None:
     pytest.param("        for i in range(3):\n            self.coms[i].zero_()\n",
                  "        for com in self.coms:\n            com.zero_()\n",
                  "`.coms` is used at trainer.py:38, outside `forward`", id="the list iterated"),
+    pytest.param("inputs=[self.coms[frame]], outputs=[self.loss]",
+                 "inputs=[self.coms[frame], self.coms[frame - 1]], outputs=[self.loss]",
+                 "`self.coms[frame - 1]` at line 31 is not used as `self.coms[frame]` is",
+                 id="the previous frame's element read"),
     pytest.param("outputs=[self.coms[frame]]", "outputs=[self.coms[0]]",
-                 "`forward` does not reset `self.coms[frame]` on every call before it first uses it, nor does a "
-                 "reset follow it before the next use", id="another element read after it"),
+                 "`self.coms[0]` at line 30 is not used as `self.coms[frame]` is", id="another element written"),
 ])
 def test_a_reset_of_a_list_element_read_otherwise_is_not_dead(old: str, new: str, why: str) -> None:
     assert old in BEAR

@@ -18,8 +18,8 @@ project, conservatively:
 * every use of ``<attr>`` (an attribute of that name on any object, in any file of the project) is
   ``.grad`` of it, a reset statement, a rebinding to a fresh allocation (``self.com = wp.zeros(...)``,
   or a list of them built by ``= []`` and ``.append(wp.zeros(...))``), or, in that method only, an
-  argument of a launch, used whole or as an element as the reset uses it; the dead reset is the
-  method's last use;
+  argument of a launch, used whole or as the very element the reset resets (the same index text: a
+  read of another element may read what an earlier call reset); the dead reset is the method's last use;
 * the array is reset again before anything reads it: the method's first use is a reset that runs on
   every call (nothing but ``with`` blocks around it), or, in every host trace the reset runs in, the
   next event that touches the array after each run of it is a reset as unconditional as it
@@ -213,7 +213,7 @@ def covering_reset(files: Mapping[str, SourceFile], src: SourceFile, call: ast.C
         place = _place(src, node)
         if not (isinstance(node.value, ast.Name) and node.value.id == self_name):
             return None, f"`{ast.unparse(node)}` at line {node.lineno} may be another object's `{attr}`"
-        if (place is node) is not (target is base):
+        if (place is node) is not (target is base) or (target is not base and ast.unparse(place) != text):
             return None, f"`{ast.unparse(place)}` at line {node.lineno} is not used as `{text}` is"
         if _reset_statement(src, place) is None and not _launch_argument(src, place):
             return None, f"`{ast.unparse(place)}` at line {node.lineno} is used other than by a launch or a reset"
