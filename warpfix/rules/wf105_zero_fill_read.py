@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from warpfix.model.facts import Trace
 
 
-_WRITTEN = """
+_FORCES = """
 import warp as wp
 
 
@@ -39,7 +39,8 @@ def integrate(q: wp.array(dtype=float), f: wp.array(dtype=float), q_new: wp.arra
 
 q = wp.zeros(16, dtype=float, requires_grad=True)
 forces = wp.zeros(16, dtype=float, requires_grad=True)
-q_new = wp.zeros(16, dtype=float, requires_grad=True)
+"""
+_WRITTEN = _FORCES + """q_new = wp.zeros(16, dtype=float, requires_grad=True)
 tape = wp.Tape()
 with tape:
     wp.launch(gravity, dim=16, inputs=[forces, q])
@@ -131,25 +132,7 @@ with tape:
             "else in the project uses `x`) is deleted."
         ),
     )
-    _PREFIX = """
-import warp as wp
-
-
-@wp.kernel
-def gravity(f: wp.array(dtype=float), q: wp.array(dtype=float)):
-    i = wp.tid()
-    wp.atomic_add(f, i, -9.8 - q[i] * q[i])
-
-
-@wp.kernel
-def integrate(q: wp.array(dtype=float), f: wp.array(dtype=float), q_new: wp.array(dtype=float)):
-    i = wp.tid()
-    q_new[i] = q[i] + 0.01 * f[i]
-
-
-q = wp.zeros(16, dtype=float, requires_grad=True)
-forces = wp.zeros(16, dtype=float, requires_grad=True)
-tape = wp.Tape()
+    _PREFIX = _FORCES + """tape = wp.Tape()
 with tape:
     for step in range(4):
 """

@@ -69,6 +69,26 @@ def _flag_from_caller(alloc: Event | None) -> str | None:
     return ast.unparse(flag) if flag is not None and not isinstance(flag, ast.Constant) else None
 
 
+_STATIC_ALLOCATOR = """
+
+class Trainer:
+    def __init__(self):
+        self.h = self._buffer(requires_grad=True)
+        self.y = wp.zeros(n, dtype=float)  # expect: WF201
+
+    @staticmethod
+    def _buffer(requires_grad: bool = False):
+        return wp.zeros(n, dtype=float, requires_grad=requires_grad)
+
+    def step(self):
+        with wp.Tape() as tape:
+            wp.launch(scale, dim=n, inputs=[x, k], outputs=[self.h])
+            wp.launch(scale, dim=n, inputs=[self.h, k], outputs=[self.y])
+            wp.launch(sq_err, dim=n, inputs=[self.y, target], outputs=[loss])
+        tape.backward(loss)
+"""
+
+
 class MissingRequiresGrad(Rule):
     id = "WF201"
     name = "missing-requires-grad"
@@ -252,44 +272,9 @@ tape.backward(loss)
             note="`empty_like` inherits requires_grad=False from the constant x",
         ),
         Example(
-            _FIT
-            + """
-
-class Trainer:
-    def __init__(self):
-        self.h = self._buffer(requires_grad=True)
-        self.y = wp.zeros(n, dtype=float)  # expect: WF201
-
-    @staticmethod
-    def _buffer(requires_grad: bool = False):
-        return wp.zeros(n, dtype=float, requires_grad=requires_grad)
-
-    def step(self):
-        with wp.Tape() as tape:
-            wp.launch(scale, dim=n, inputs=[x, k], outputs=[self.h])
-            wp.launch(scale, dim=n, inputs=[self.h, k], outputs=[self.y])
-            wp.launch(sq_err, dim=n, inputs=[self.y, target], outputs=[loss])
-        tape.backward(loss)
-""",
-            expected_fix=_FIT
-            + """
-
-class Trainer:
-    def __init__(self):
-        self.h = self._buffer(requires_grad=True)
-        self.y = wp.zeros(n, dtype=float, requires_grad=True)  # expect: WF201
-
-    @staticmethod
-    def _buffer(requires_grad: bool = False):
-        return wp.zeros(n, dtype=float, requires_grad=requires_grad)
-
-    def step(self):
-        with wp.Tape() as tape:
-            wp.launch(scale, dim=n, inputs=[x, k], outputs=[self.h])
-            wp.launch(scale, dim=n, inputs=[self.h, k], outputs=[self.y])
-            wp.launch(sq_err, dim=n, inputs=[self.y, target], outputs=[loss])
-        tape.backward(loss)
-""",
+            _FIT + _STATIC_ALLOCATOR,
+            expected_fix=_FIT + _STATIC_ALLOCATOR.replace(
+                "self.y = wp.zeros(n, dtype=float)", "self.y = wp.zeros(n, dtype=float, requires_grad=True)"),
             note="`self._buffer(...)` calls a @staticmethod: `requires_grad=True` reaches its parameter, so `h` "
             "carries a gradient and `y`, written from it, cuts the chain",
         ),
