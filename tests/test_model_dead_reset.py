@@ -29,13 +29,14 @@ TRAINER = textwrap.dedent("""\
             self.tape.zero()
             print(self.com.grad)
 """)
-DEAD_LINE = 13
 
 
 def _covering(files: dict[str, str]) -> tuple[int | None, str]:
+    """``covering_reset`` of the reset marked ``# the dead reset`` in ``trainer.py``."""
     sources = {path: SourceFile.parse(path, text) for path, text in files.items()}
     src = sources["trainer.py"]
-    [call] = [c for c in src.nodes_of(ast.Call) if c.lineno == DEAD_LINE and is_reset(c)]
+    line = next(i for i, row in enumerate(src.lines, 1) if row.endswith("# the dead reset"))
+    [call] = [c for c in src.nodes_of(ast.Call) if c.lineno == line and is_reset(c)]
     return covering_reset(sources, src, call)
 
 
@@ -64,11 +65,7 @@ def test_a_reset_the_method_repeats_before_any_use_is_dead() -> None:
 ])
 def test_a_reset_whose_contents_may_be_read_is_not_dead(old: str, new: str, why: str) -> None:
     assert old in TRAINER
-    text = TRAINER.replace(old, new)
-    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.endswith("# the dead reset"))
-    sources = {"trainer.py": SourceFile.parse("trainer.py", text)}
-    [call] = [c for c in sources["trainer.py"].nodes_of(ast.Call) if c.lineno == line and is_reset(c)]
-    assert covering_reset(sources, sources["trainer.py"], call) == (None, why)
+    assert _covering({"trainer.py": TRAINER.replace(old, new)}) == (None, why)
 
 
 def test_another_file_reading_the_attribute_keeps_the_reset() -> None:

@@ -44,7 +44,7 @@ __all__ = ["covering_reset", "is_reset", "merge_successors", "reset_successors"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FRESH = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "clone"})
-_REFLECTION = frozenset({"getattr", "setattr", "delattr", "hasattr", "vars"})
+_REFLECTION = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 
 
 def is_reset(call: ast.AST) -> bool:

@@ -31,7 +31,6 @@ class ResetAfterWrite:
     writer: Touch  # the recorded write whose result the reset destroys
     reset: Event
     reader: Touch  # the first recorded read after the reset
-    position: int  # index of the reset in the trace's events
 
 
 def resets_after_writes(trace: Trace) -> list[ResetAfterWrite]:
@@ -39,8 +38,8 @@ def resets_after_writes(trace: Trace) -> list[ResetAfterWrite]:
     recorded read of that array since, and a later recorded read of it on the same tape."""
     out: list[ResetAfterWrite] = []
     written: dict[tuple[int, int], Touch] = {}  # (tape, array root) -> its last recorded writer, unread since
-    pending: dict[tuple[int, int], tuple[Touch, Event, int]] = {}  # -> (writer, the reset after it, position)
-    for pos, ev in enumerate(trace.events):
+    pending: dict[tuple[int, int], tuple[Touch, Event]] = {}  # -> (writer, the reset after it)
+    for ev in trace.events:
         if ev.kind in RESET_KINDS:
             for table in (written, pending):
                 for key in [k for k in table if ev.tape is None or k[0] == ev.tape]:
@@ -54,7 +53,7 @@ def resets_after_writes(trace: Trace) -> list[ResetAfterWrite]:
                 key = (tape, buf.root().id)
                 hit = pending.pop(key, None)
                 if hit is not None and not exclusive(hit[1], ev) and not exclusive(hit[0].event, ev):
-                    out.append(ResetAfterWrite(hit[0], hit[1], Touch(ev, buf, param), hit[2]))
+                    out.append(ResetAfterWrite(hit[0], hit[1], Touch(ev, buf, param)))
                 written.pop(key, None)
         if ev.kind in ("zero", "fill"):
             for buf in ev.writes:
@@ -62,7 +61,7 @@ def resets_after_writes(trace: Trace) -> list[ResetAfterWrite]:
                     key = (tape, buf.root().id)
                     writer = written.pop(key, None)
                     if writer is not None and not exclusive(writer.event, ev) and key not in pending:
-                        pending[key] = (writer, ev, pos)
+                        pending[key] = (writer, ev)
             continue
         overwritten = {b.root().id for b, _ in event_overwrites(ev)}
         for buf, param in event_modifies(ev):

@@ -102,13 +102,13 @@ def _is_property(fn: ast.FunctionDef) -> bool:
     )
 
 
-def _is_static(fn: ast.FunctionDef) -> bool:
-    return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in fn.decorator_list)
-
-
 def _decorated(fn: ast.FunctionDef, name: str) -> bool:
     """``@staticmethod`` / ``@classmethod`` (by the builtin's name)."""
     return any(isinstance(d, ast.Name) and d.id == name for d in fn.decorator_list)
+
+
+def _is_static(fn: ast.FunctionDef) -> bool:
+    return _decorated(fn, "staticmethod") or _decorated(fn, "classmethod")
 
 
 def _is_main_guard(test: ast.expr) -> bool:
