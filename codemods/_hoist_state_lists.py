@@ -3,7 +3,8 @@
 ``states = [alloc for _ in range(K + 1)]`` carried by ``states[0] = states[-1]`` (or a swap, or
 ``wp.copy(states[0]..., states[-1]...)``) at the end of each window: found here, and grown to
 ``frames * K + 1`` distinct buffers with every ``states[i]`` in the loop re-indexed to the frame's
-window (:class:`StateListHoist`, the base of :class:`codemods.wf601_hoist.HoistWindowTape`).
+window (:class:`StateListHoist`, the base of :class:`codemods._hoist_carries.CarryHoist` and so of
+:class:`codemods.wf601_hoist.HoistWindowTape`).
 """
 
 from __future__ import annotations

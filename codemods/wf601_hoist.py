@@ -46,29 +46,23 @@ Finding data (optional): ``loop`` (dict with ``line``: the window loop's first l
 ``tape_zero_lines`` (lines of the per-window gradient reads and ``tape.zero()``, list or
 comma-separated text; checked against the code), ``carried`` (labels of the carried
 state: their root names get a fresh initial state).
+
+The analysis lives in three bases of :class:`HoistWindowTape`: the gradient accumulations
+and their readers in ``codemods/_hoist_gradients.py``, the scratch arrays, carries and
+initial state in ``codemods/_hoist_carries.py``, the state lists in
+``codemods/_hoist_state_lists.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
-
 import libcst as cst
 
-from codemods._base import call_name, dotted, keyword, positional, target_names
-from codemods._hoist_state_lists import StateList, StateListHoist
+from codemods._base import call_name, keyword, positional
+from codemods._hoist_carries import CarryHoist
+from codemods._hoist_gradients import GradientHoist, data_lines
+from codemods._hoist_state_lists import StateList
 
-_ALLOCATORS = ("zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "clone", "array")
 _LOOP_EXITS = (cst.Break, cst.Continue, cst.Return)
-
-
-def _lines(value: Any) -> set[int]:
-    if not value:
-        return set()
-    if isinstance(value, str):
-        return {int(v) for v in value.replace(" ", "").split(",") if v}
-    return {int(v) for v in value}
 
 
 def _stem(place: str) -> str:
@@ -79,29 +73,7 @@ def _stem(place: str) -> str:
     return words[-1] if words else "loss"
 
 
-def _is_swap(assign: cst.Assign) -> bool:
-    """``a, b = b, a`` between plain names."""
-    if len(assign.targets) != 1:
-        return False
-    target, value = assign.targets[0].target, assign.value
-    if not (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == 2 == len(
-        value.elements
-    )):
-        return False
-    names = [e.value.value if isinstance(e.value, cst.Name) else None for e in (*target.elements, *value.elements)]
-    return None not in names and names[0] != names[1] and names[2:] == names[1::-1]
-
-
-@dataclass
-class _Accumulation:
-    """``G`` accumulates ``param.grad`` across windows; readers of ``G`` read ``replacement`` instead."""
-
-    buffer: str
-    replacement: str
-    stmt: cst.BaseStatement
-
-
-class HoistWindowTape(StateListHoist):
+class HoistWindowTape(GradientHoist, CarryHoist):
     DESCRIPTION = "WF601: one tape around the whole window loop, one backward after it."
     RULES = ("WF601",)
     DATA = {
@@ -139,7 +111,7 @@ class HoistWindowTape(StateListHoist):
         creation = self._tape_creation(body, bwd, tape)
         with_stmt = self._with_block(body, bwd, tape)
         zeros = [s for s in body[body.index(with_stmt) + 1 :] if self._calls_method(s, tape, ("zero", "reset"))]
-        expected_zero = _lines(self.data["tape_zero_lines"])
+        expected_zero = data_lines(self.data["tape_zero_lines"])
         if expected_zero - {self.pos(s).start.line for s in zeros}:
             raise self.not_applicable(f"tape.zero() at line(s) {sorted(expected_zero)} is not in the window loop")
         accumulations = self._accumulations(body, with_stmt, zeros, bwd)
@@ -231,76 +203,6 @@ class HoistWindowTape(StateListHoist):
             raise self.not_applicable(f"`with {tape}:` at line {self.pos(block).start.line} has other context items")
         return block
 
-    def _accumulations(
-        self, body: list[cst.BaseStatement], with_stmt: cst.With, zeros: list[cst.BaseStatement], bwd: cst.BaseStatement
-    ) -> list[_Accumulation]:
-        """The per-window gradient reads, each a recognised accumulation; any other .grad use skips."""
-        expected = _lines(self.data["grad_reads"])
-        found: list[_Accumulation] = []
-        for stmt in body:
-            if stmt is bwd or stmt in zeros:
-                continue
-            grads = [a for a in self.nodes(stmt, cst.Attribute) if a.attr.value == "grad"]
-            if not grads:
-                continue
-            if stmt is with_stmt or body.index(stmt) < body.index(bwd):
-                raise self.not_applicable(f"`.grad` is used at line {self.pos(grads[0]).start.line} before the backward")
-            acc = self._accumulation(stmt, grads)
-            if acc is None and self._steps_optimizer(stmt, grads):
-                raise self.not_applicable(
-                    f"the gradient feeds an optimizer step inside the window loop (line {self.pos(stmt).start.line}): "
-                    "this is truncated training, and one backward per episode would change the forward of every "
-                    "later window; no safe hoist (move the step after the window loop by hand if that is meant)"
-                )
-            if acc is None:
-                raise self.not_applicable(
-                    f"the gradient read at line {self.pos(stmt).start.line} is not an accumulation "
-                    "`wp.launch(k, inputs=[G, p.grad])` or `G += p.grad.numpy()`"
-                )
-            found.append(acc)
-        missing = expected - {self.pos(a.stmt).start.line for a in found}
-        if missing:
-            raise self.not_applicable(f"gradient read(s) at line(s) {sorted(missing)} are not in the window loop body")
-        return found
-
-    def _steps_optimizer(self, stmt: cst.BaseStatement, grads: list[cst.Attribute]) -> bool:
-        """``wp.launch(step, inputs=[p, p.grad, ...])``: a launch updating ``p`` from its own gradient."""
-        launches = [c for c in self.nodes(stmt, cst.Call) if call_name(c) == "launch"]
-        for launch in launches:
-            bound = [keyword(launch, "inputs"), keyword(launch, "outputs"), *positional(launch)[2:4]]
-            args = {self.code(e.value) for b in bound if b is not None and isinstance(b.value, (cst.List, cst.Tuple))
-                    for e in b.value.elements}
-            if any(self.code(g.value) in args for g in grads if g in self.nodes(launch, cst.Attribute)):
-                return True
-        return False
-
-    def _accumulation(self, stmt: cst.BaseStatement, grads: list[cst.Attribute]) -> _Accumulation | None:
-        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or len(grads) != 1:
-            return None
-        small, grad = stmt.body[0], grads[0]
-        if dotted(grad) is None:
-            return None
-        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
-            value = small.value
-            if isinstance(small.target, cst.Name) and call_name(value) == "numpy" and isinstance(value, cst.Call) and (
-                isinstance(value.func, cst.Attribute) and value.func.value is grad and not value.args
-            ):
-                return _Accumulation(small.target.value, f"{self.code(grad)}.numpy()", stmt)
-            return None
-        if not (isinstance(small, cst.Expr) and call_name(small.value) == "launch"):
-            return None
-        launch = small.value
-        assert isinstance(launch, cst.Call)
-        inputs = keyword(launch, "inputs")
-        names = [e.value for e in inputs.value.elements] if inputs is not None and isinstance(
-            inputs.value, (cst.List, cst.Tuple)) else []
-        if len(names) != 2 or grad not in names or keyword(launch, "outputs") is not None:
-            return None
-        other = names[0] if names[1] is grad else names[1]
-        if not isinstance(other, cst.Name):
-            return None
-        return _Accumulation(other.value, self.code(grad), stmt)
-
     def _loss_allocation(
         self, body: list[cst.BaseStatement], with_stmt: cst.With, loss: str, loop: cst.For, scope: cst.CSTNode
     ) -> tuple[cst.Call, list[cst.BaseStatement]]:
@@ -337,229 +239,7 @@ class HoistWindowTape(StateListHoist):
             raise self.not_applicable("the window loop is not `for <frame> in range(<frames>)`")
         return loop.target.value, self.code(it.args[0].value)
 
-    def _scratch_outputs(
-        self, loop: cst.For, scope: cst.CSTNode, loss: str, states: list[StateList]
-    ) -> list[cst.BaseStatement]:
-        """Allocations to repeat at the top of each window: arrays the loop's launches write (``outputs=``)
-        that are allocated once outside the loop."""
-        bound = {n for a in self.nodes(loop.body, cst.Assign) if not _is_swap(a)
-                 for t in a.targets for n in target_names(t.target)}
-        bound |= {n for f in self.nodes(loop.body, cst.For) for n in target_names(f.target)}
-        skip = bound | {loss} | {s.name for s in states}
-        out: list[cst.BaseStatement] = []
-        seen: set[str] = set()
-        for launch in self.nodes(loop.body, cst.Call):
-            outputs = keyword(launch, "outputs") if call_name(launch) == "launch" else None
-            if outputs is None or not isinstance(outputs.value, (cst.List, cst.Tuple)):
-                continue
-            inputs = keyword(launch, "inputs")
-            read = {self.code(n) for n in self.nodes(inputs.value, cst.Name)} if inputs is not None else set()
-            for element in outputs.value.elements:
-                target = element.value
-                if not isinstance(target, cst.Name) or target.value in skip or target.value in seen:
-                    continue
-                if target.value in read:
-                    raise self.not_applicable(
-                        f"the launch at line {self.pos(launch).start.line} updates {target.value} in place"
-                    )
-                allocs = [a for a in self._assignments(target.value, scope, top=scope is self.tree) if not _is_swap(a)]
-                if not allocs and scope is not self.tree:
-                    allocs = self._assignments(target.value, self.tree, top=True)
-                if len(allocs) != 1 or call_name(allocs[0].value) not in _ALLOCATORS:
-                    raise self.not_applicable(
-                        f"{target.value}, written in every window (line {self.pos(launch).start.line}), is not "
-                        "allocated once by one wp.zeros/empty call: allocate it per window"
-                    )
-                seen.add(target.value)
-                out.append(self.statement_of(allocs[0]))
-        return out
-
-    def _carries(
-        self, body: list[cst.BaseStatement], with_stmt: cst.With, loop: cst.For, scope: cst.CSTNode,
-        scratch: list[cst.BaseStatement],
-    ) -> list[tuple[cst.BaseStatement, str]]:
-        """Window-to-window carries between the tape's buffers, outside the ``with`` block: each becomes a
-        rebinding (statement, new code), and ``scratch`` gains the allocations the rebinding needs.
-
-        ``wp.copy(dst, src)`` / ``dst.assign(src)`` with ``src`` fresh every window -> ``dst = src``;
-        the ping-pong swap ``a, b = b, a`` -> ``a = b`` with ``b`` allocated at the top of every window.
-        """
-        fresh = {n for a in self.nodes(loop.body, cst.Assign) if not _is_swap(a)
-                 for t in a.targets for n in target_names(t.target)}
-        fresh |= {n for stmt in scratch for a in self.nodes(stmt, cst.Assign) for t in a.targets
-                  for n in target_names(t.target)}
-        rest = {id(n) for s in self.block_of(loop)[list(self.block_of(loop)).index(loop) + 1 :]
-                for n in self.nodes(s, cst.Name)}
-        out: list[tuple[cst.BaseStatement, str]] = []
-        for stmt in body[body.index(with_stmt) + 1 :]:
-            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-                continue
-            small = stmt.body[0]
-            pair = self._copy_pair(small)
-            if pair is not None:
-                dst, src = pair
-                root = dotted(src).split(".")[0]  # type: ignore[union-attr]
-                if root not in fresh:
-                    raise self.not_applicable(
-                        f"line {self.pos(stmt).start.line} copies {self.code(src)} into {self.code(dst)} for the "
-                        f"next window, but {root} is not allocated per window: allocate it in the window loop and "
-                        f"rebind {self.code(dst)} = {self.code(src)}"
-                    )
-                self.check_rebindable(dst, stmt, f"line {self.pos(stmt).start.line}")
-                out.append((stmt, f"{self.code(dst)} = {self.code(src)}\n"))
-                continue
-            if not isinstance(small, cst.Assign) or not _is_swap(small):
-                continue
-            a, b = (e.value.value for e in small.targets[0].target.elements)  # type: ignore[attr-defined]
-            allocs = [x for x in self._assignments(b, scope, top=scope is self.tree)
-                      if x not in self.nodes(loop, cst.Assign) and not _is_swap(x)]
-            if len(allocs) != 1 or call_name(allocs[0].value) is None:
-                raise self.not_applicable(
-                    f"the swap at line {self.pos(stmt).start.line} carries {a} into the next window through {b}, "
-                    f"which is not allocated once by one call: allocate {b} per window and rebind {a} = {b}"
-                )
-            if any(n.value == b and id(n) in rest for n in self.nodes(scope, cst.Name)):
-                raise self.not_applicable(f"{b} is read after the window loop: the swap at line "
-                                          f"{self.pos(stmt).start.line} cannot become a rebinding")
-            if b not in fresh:
-                scratch.append(self.statement_of(allocs[0]))
-            out.append((stmt, f"{a} = {b}\n"))
-        return out
-
-    def _copy_pair(self, small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-        """(dst, src) of ``wp.copy(dst, src)`` / ``dst.assign(src)`` between plain names or attributes."""
-        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
-            return None
-        call = small.value
-        if call_name(call) == "copy" and len(call.args) == 2 == len(positional(call)):
-            dst, src = call.args[0].value, call.args[1].value
-        elif call_name(call) == "assign" and isinstance(call.func, cst.Attribute) and len(call.args) == 1:
-            dst, src = call.func.value, call.args[0].value
-        else:
-            return None
-        return (dst, src) if dotted(dst) is not None and dotted(src) is not None else None
-
-    def _initial_state(
-        self, loop: cst.For, scope: cst.CSTNode, states: list[StateList]
-    ) -> tuple[cst.For | cst.While, list[cst.BaseStatement]] | None:
-        """The training loop around the window loop and the allocations of carried state it must repeat so
-        that every iteration starts from a fresh state: names the window loop rebinds whose only binding
-        is one ``name = <call>`` before the training loop."""
-        outer = next((a for a in self.ancestors(loop) if isinstance(a, (cst.For, cst.While, cst.FunctionDef))), None)
-        if not isinstance(outer, (cst.For, cst.While)) or not isinstance(outer.body, cst.IndentedBlock):
-            return None
-        carried = self.data["carried"] or []
-        if isinstance(carried, str):
-            carried = carried.split(",")
-        roots = {label.strip().split(".")[0].split("[")[0] for label in carried} - {s.name for s in states}
-        rebound = {n for a in self.nodes(loop.body, cst.Assign) for t in a.targets for n in target_names(t.target)}
-        inner = {id(a) for a in self.nodes(loop.body, cst.Assign)}
-        in_outer = {n for a in self.nodes(outer.body, cst.Assign) if id(a) not in inner
-                    for t in a.targets for n in target_names(t.target)}
-        within = {id(a) for a in self.nodes(outer, cst.Assign)}
-        allocs: list[cst.BaseStatement] = []
-        for root in sorted(roots & rebound - in_outer):
-            found = [a for a in self._assignments(root, scope, top=scope is self.tree) if id(a) not in within]
-            if len(found) == 1 and isinstance(found[0].value, cst.Call):
-                stmt = self.statement_of(found[0])
-                if stmt not in allocs and self.enclosing(stmt, (cst.For, cst.While)) is self.enclosing(outer, (
-                        cst.For, cst.While)):
-                    allocs.append(stmt)
-        return (outer, allocs) if allocs else None
-
     # -- edits --------------------------------------------------------------------------------
-
-    def _retarget_consumers(
-        self,
-        block: Sequence[cst.BaseStatement],
-        loop: cst.For,
-        scope: cst.CSTNode,
-        accumulations: list[_Accumulation],
-        zeros: list[cst.BaseStatement],
-        tape: str,
-        total: str,
-    ) -> None:
-        """Point readers of the accumulation buffers at ``p.grad`` and zero the tape after the last one;
-        when a buffer outlives the block (a parameter, other uses), accumulate once after the backward."""
-        rest = list(block[list(block).index(loop) + 1 :])
-        after = [self.statement(f"{tape}.backward({total})\n")]
-        if not accumulations:
-            if zeros:
-                raise self.not_applicable(f"{tape}.zero() discards every window's gradient unread")
-            self.insert_after(loop, after)
-            return
-        resets = self._removable_buffers(scope, accumulations, rest)
-        if resets is None:
-            after += [a.stmt.with_changes(leading_lines=()) for a in accumulations]
-            if zeros:
-                after.append(self.statement(f"{tape}.zero()\n"))
-            self.insert_after(loop, after)
-            return
-        replacement = {a.buffer: a.replacement for a in accumulations}
-        grads = {a.replacement.removesuffix(".numpy()") for a in accumulations}
-        last = None
-        for stmt in rest:
-            names = [n for n in self.nodes(stmt, cst.Name) if n.value in replacement]
-            for n in names:
-                self.replace(n, self.expression(replacement[n.value]))
-            if names or any(self.code(a) in grads for a in self.nodes(stmt, cst.Attribute)):
-                last = stmt
-        for stmt in resets:
-            self.remove(stmt)
-        if last is None:
-            raise self.not_applicable("no statement after the window loop consumes the gradient")
-        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
-            # the gradient is handed to the caller, which consumes it after the return: the buffers the
-            # windows summed into started at zero each call, so the gradients do now, before the backward
-            after = [*(self.statement(f"{g}.zero_()\n") for g in sorted(grads)), *after]
-        elif not any(self._calls_method(s, tape, ("zero", "reset")) for s in rest):
-            self.insert_after(last, [self.statement(f"{tape}.zero()\n")])
-        self.insert_after(loop, after)
-
-    def _removable_buffers(
-        self, scope: cst.CSTNode, accumulations: list[_Accumulation], rest: list[cst.BaseStatement]
-    ) -> list[cst.BaseStatement] | None:
-        """The resets/allocations of the accumulation buffers when every other use of them is a read in
-        ``rest`` (then the buffers can go), else None."""
-        if isinstance(scope, cst.FunctionDef) and {a.buffer for a in accumulations} & {
-            p.name.value for p in scope.params.params
-        }:
-            return None
-        inside = {id(n) for s in [*rest, *(a.stmt for a in accumulations)] for n in self.nodes(s, cst.Name)}
-        resets: list[cst.BaseStatement] = []
-        for a in accumulations:
-            for node in self.nodes(scope, cst.Name):
-                if node.value != a.buffer:
-                    continue
-                stmt = self.statement_of(node)
-                if id(node) in inside:
-                    if isinstance(self.parent(node), cst.AssignTarget):
-                        return None
-                elif self._is_reset(stmt, a.buffer):
-                    if stmt not in resets:
-                        resets.append(stmt)
-                else:
-                    return None
-        if not any(n.value in {a.buffer for a in accumulations} for s in rest for n in self.nodes(s, cst.Name)):
-            return None
-        return resets
-
-    def _is_reset(self, stmt: cst.BaseStatement, buffer: str) -> bool:
-        """``G.zero_()``, ``G.fill_(0...)``, ``G[:] = 0`` or the allocation ``G = <call>``."""
-        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-            return False
-        small = stmt.body[0]
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(
-            small.value.func, cst.Attribute
-        ):
-            return self.code(small.value.func.value) == buffer and small.value.func.attr.value in ("zero_", "fill_")
-        if isinstance(small, cst.Assign) and len(small.targets) == 1:
-            target = small.targets[0].target
-            if isinstance(target, cst.Name) and target.value == buffer:
-                return isinstance(small.value, cst.Call)
-            return self.code(target) == f"{buffer}[:]"
-        return False
-
     def _total_allocation(self, loss_alloc: cst.Call, total: str) -> cst.BaseStatement:
         wp = self.warp_alias()
         extra = "".join(f", {k}={self.code(a.value)}" for k in ("dtype", "device")
@@ -596,18 +276,6 @@ class HoistWindowTape(StateListHoist):
             return assign if len(assign.targets) == 1 else None
         return None
 
-    def _calls_method(self, stmt: cst.BaseStatement, obj: str, methods: tuple[str, ...]) -> bool:
-        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-            return False
-        small = stmt.body[0]
-        return (
-            isinstance(small, cst.Expr)
-            and isinstance(small.value, cst.Call)
-            and isinstance(small.value.func, cst.Attribute)
-            and small.value.func.attr.value in methods
-            and self.code(small.value.func.value) == obj
-        )
-
     def _kernel_anchor(self, node: cst.CSTNode) -> cst.BaseStatement:
         """Where the loss kernel is defined: before the module-level function or class holding ``node``,
         else (module-level code) before the first statement after the module's imports."""
@@ -620,4 +288,3 @@ class HoistWindowTape(StateListHoist):
         imports = [i for i, s in enumerate(body) if isinstance(s, cst.SimpleStatementLine)
                    and isinstance(s.body[0], (cst.Import, cst.ImportFrom))]
         return body[imports[-1] + 1] if imports and imports[-1] + 1 < len(body) else stmt
-
