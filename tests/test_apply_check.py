@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tests.test_apply import BUGGY, FIXED
-from warpfix.apply import Selection, check_fixes, judge
+from warpfix.apply import CHECK_FD_FLOOR_S, Selection, check_fixes, judge
+from warpfix.verify.fd import FD_BUDGET_S
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport
 from warpfix.verify.sketch import sketch
 
@@ -81,6 +82,19 @@ def test_edit_that_changes_the_loss_is_dropped(project: Path) -> None:
     wf401 = next(e for e in result.edits if e.finding.rule == "WF401")
     assert not wf401.kept and "the loss changed" in wf401.reason
     assert "v[i] *= k[0]" in result.changed.get("main.py", BUGGY)
+
+
+def test_apply_check_gives_the_verifier_its_own_fd_floor(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts decide which edits are kept: each run's FD may take CHECK_FD_FLOOR_S, not verify's 10 s."""
+    floors: list[float | None] = []
+
+    def run_verify(cmd, *, cwd, device=None, timeout=120.0, fd_floor=None):
+        floors.append(fd_floor)
+        return VerifyReport(error="stop here")
+
+    monkeypatch.setattr("warpfix.verify.run_verify", run_verify)
+    check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False))
+    assert floors == [CHECK_FD_FLOOR_S] and CHECK_FD_FLOOR_S > FD_BUDGET_S
 
 
 def test_unverifiable_original_is_an_error(project: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from warpfix.verify import VerifyReport, run_verify
+from warpfix.verify.fd import FD_BUDGET_S
 
 PROGRAMS = Path(__file__).parent / "verify_programs"
 REPO = Path(__file__).resolve().parents[1]
@@ -293,3 +294,16 @@ def test_zeroing_a_read_array_is_classified_by_where_it_runs(flag, rule, where):
     wf902 = [f for f in report.findings if f.rule == "WF902"]
     want = line_of("zero_read.py", f"a.zero_()  # {where} the tape block")
     assert [(f.line, f.data["classified_as"]) for f in wf902] == [(want, rule)], wf902
+
+
+def test_the_fd_budget_floor_is_verify_s_default_or_what_the_command_line_gives() -> None:
+    # spring_ok runs in about a second: twice its run time stays under either floor
+    default = verify("python", "spring_ok.py")
+    assert default.probe_seconds["fd_budget"] == pytest.approx(FD_BUDGET_S)
+    out = subprocess.run(
+        [sys.executable, "-m", "warpfix", "verify", "--fd-budget", "42", "--format", "json", "--", "python",
+         "spring_ok.py"], cwd=PROGRAMS, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    given = json.loads(out.stdout)
+    assert out.returncode == 0, out.stderr
+    assert given["probe_seconds"]["fd_budget"] == pytest.approx(42.0)

@@ -89,6 +89,8 @@ class _Probe(FiniteDifferences):
         self.ops: list = []
         self.started = time.perf_counter()
         self.fd_seconds = 0.0
+        self.fd_floor = FD_BUDGET_S
+        self.fd_job_budget = FD_BUDGET_S
         self.x = np.linspace(0.5, 1.5, n)
         self.w = np.linspace(1.0, 2.0, n)
         self.stiff = stiff  # sum(exp(8 p)) instead: FD at the largest step is 10% off, exact from the next on
@@ -146,6 +148,11 @@ def test_the_fd_budget_follows_the_program_above_its_floor() -> None:
     probe.started = time.perf_counter() - long_run - 3.0
     probe.fd_seconds = 3.0  # FD's own time is not the program's
     assert probe.fd_budget() == pytest.approx(FD_PROGRAM_FACTOR * long_run, rel=1e-3)
+    probe.started -= 5.0
+    probe.seconds = {"trace": 4.0, "integrity": 1.0}  # nor is the probe's tracing
+    assert probe.fd_budget() == pytest.approx(FD_PROGRAM_FACTOR * long_run, rel=1e-3)
+    probe.fd_floor = 8.0 * long_run  # a floor that the program's own run time stays under
+    assert probe.fd_budget() == pytest.approx(8.0 * long_run)
 
 
 def test_the_replay_restore_copies_host_memory_as_wp_copy_does() -> None:
@@ -178,3 +185,20 @@ def test_a_replay_that_departs_in_the_eighth_digit_shows_the_digits_that_differ(
     assert res["verdict"] == judge.UNRELIABLE
     assert "gives loss 271.55981 instead of 271.55978, relative difference 1.1e-07" in res["reason"]
     assert distinct_digits(1.5, 1.5) == ("1.5", "1.5") and relative_difference(1.5, 1.5) == ""
+
+
+def test_a_spent_budget_is_reported_as_it_was_when_the_comparison_began() -> None:
+    """The budget grows with the program's own run time; FD's time during the comparison is not the program's,
+    so the message gives the budget fixed at the comparison's start (diffray said 34 s for a 13 s budget)."""
+    wp = pytest.importorskip("warp")
+    probe = _Probe(wp, 16)
+    probe.started = time.perf_counter() - 1000.0  # fd_budget() would now say 2000 s
+    probe.fd_job_budget = 13.0
+    probe.fd_deadline = 0.0  # spent before the first perturbation
+    arr = wp.array(probe.x.astype(np.float32), dtype=wp.float32, device="cpu")
+    info = ArrayInfo(arr=arr, order=0, snap=None, name="w", hash=0)
+    value = probe.replay(None, None, {})
+    res = probe.compare_param(info, Objective([], "loss"), value, 1e-6, 0.0, value, True, {0: probe.x}, probe.grad(),
+                              ReplayPlan(0, [], {}))  # fmt: skip
+    assert res["verdict"] == judge.UNRELIABLE
+    assert res["reason"] == "the FD time budget (13 s) ran out before this parameter was judged"

@@ -20,6 +20,7 @@ for the files of kept edits.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
 from warpfix.procs import scratch_run
 from warpfix.report.json_out import strict_json
+
+#: Seconds the verifier's FD may take at least in each ``apply --check`` run (``verify`` alone: 15): its
+#: verdicts decide which edits are kept, and a program whose iteration is costly to replay needs this many
+#: perturbations to be judged at all.
+CHECK_FD_FLOOR_S = 60.0
 
 
 @dataclass
@@ -168,7 +174,9 @@ def check_fixes(
     to fix must lie under it. ``verify`` defaults to :func:`warpfix.verify.run_verify`.
     """
     if verify is None:
-        from warpfix.verify import run_verify as verify
+        from warpfix.verify import run_verify
+
+        verify = functools.partial(run_verify, fd_floor=CHECK_FD_FLOOR_S)
     from warpfix.verify.fixable import runtime_fixes
     check, errors = _initial(paths, selection)
     out = ApplyResult(errors=errors)

@@ -1,4 +1,4 @@
-"""``warpfix verify [--device D] [--format text|json] [--timeout S] -- CMD...``: FD-check the gradients
+"""``warpfix verify [--device D] [--format text|json] [--timeout S] [--fd-budget S] -- CMD...``: FD-check the gradients
 of a training program's first iteration, without a harness (see warpfix/verify/)."""
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="kill the program after S seconds")
     p.add_argument(
+        "--fd-budget", type=float, default=None, metavar="S",
+        help="seconds finite differences may take (default: 15), or twice the program's own run time when "
+        "that is more",
+    )  # fmt: skip
+    p.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
         help="the program to run (default: [tool.warpfix] entry, run from its pyproject.toml folder)",
     )  # fmt: skip
@@ -45,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if not cmd and config.entry and config.path:
         cmd, cwd = config.entry, os.path.dirname(config.path)
     try:
-        report = run_verify(cmd, cwd=cwd, device=args.device or config.device, timeout=args.timeout)
+        report = run_verify(cmd, cwd=cwd, device=args.device or config.device, timeout=args.timeout,
+                            fd_floor=args.fd_budget)
     except KeyboardInterrupt:
         print("warpfix verify: interrupted; the program and its children were stopped", file=sys.stderr)
         return 130

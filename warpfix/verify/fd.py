@@ -26,9 +26,11 @@ MIN_STEP_ULPS = 32.0
 #: Element samples per parameter (both ends plus random ones) and random +-1 directions.
 ELEMENT_SAMPLES = 4
 DIRECTION_SAMPLES = 2
-#: No new backward is compared once FD has taken this many seconds.
-FD_BUDGET_S = 60.0
-#: ... or twice the time the program itself has run so far, when that is more (big examples).
+#: No new backward is compared once FD has taken this many seconds (the floor ``verify`` uses unless told
+#: otherwise: the probe's ``fd_floor``) ...
+FD_BUDGET_S = 15.0
+#: ... or twice the time the program itself has run so far, when that is more (big examples): ``verify`` then
+#: costs a few times the program's own run, whatever one replay of its iteration costs.
 FD_PROGRAM_FACTOR = 2.0
 #: Replays one FD sample takes when its ladder passes early (two steps, each a central difference).
 REPLAYS_PER_SAMPLE = 4
@@ -71,9 +73,10 @@ class FiniteDifferences:
         return PendingCompare(entry, objective, leaves, ad, path, line, plan, infos, self.verified, record, notes)
 
     def fd_budget(self) -> float:
-        """Seconds FD may take in all: FD_BUDGET_S, or a multiple of the program's own run time so far."""
-        program = time.perf_counter() - self.started - self.fd_seconds
-        return max(FD_BUDGET_S, FD_PROGRAM_FACTOR * program)
+        """Seconds FD may take in all: the floor (``fd_floor``), or a multiple of the program's own run time so far
+        (the probe's tracing, integrity checks and FD are not the program's)."""
+        probe = self.fd_seconds + self.seconds.get("trace", 0.0) + self.seconds.get("integrity", 0.0)
+        return max(self.fd_floor, FD_PROGRAM_FACTOR * (time.perf_counter() - self.started - probe))
 
     def flush_pending(self) -> None:
         """Run the FD comparisons of the backwards seen so far: the parameters the program updated from
@@ -89,11 +92,13 @@ class FiniteDifferences:
                 why = "the program updates only the compared ones from gradients" if trained else "cap"
                 extra = f"{skipped} other leaf array(s) on the tape not compared ({why})"
                 job.entry["note"] = f"{job.entry['note']}; {extra}" if job.entry.get("note") else extra
-            if self.fd_seconds > self.fd_budget():
-                spent = f"not compared: the FD time budget ({self.fd_budget():.0f} s) is spent"
+            # fixed for the job: FD's own time during it is not the program's
+            self.fd_job_budget = self.fd_budget()
+            if self.fd_seconds > self.fd_job_budget:
+                spent = f"not compared: the FD time budget ({self.fd_job_budget:.0f} s) is spent"
                 job.entry["note"] = f"{job.entry['note']}; {spent}" if job.entry.get("note") else spent
                 continue
-            self.fd_deadline = started + max(self.fd_budget() - self.fd_seconds, 0.0)
+            self.fd_deadline = started + max(self.fd_job_budget - self.fd_seconds, 0.0)
             with self.paused():
                 try:
                     job.entry["params"] = self.compare(job, chosen)
@@ -163,7 +168,7 @@ class FiniteDifferences:
                 )  # fmt: skip
         except _BudgetSpent:
             reason = (
-                f"the FD time budget ({self.fd_budget():.0f} s) ran out while replaying the iteration "
+                f"the FD time budget ({self.fd_job_budget:.0f} s) ran out while replaying the iteration "
                 f"({job.plan.n_ops} operations)"
             )
             out += [_unjudged(i, reason) for i in leaves[len(out):]]
@@ -346,7 +351,7 @@ class FiniteDifferences:
                 # judge what was measured: the complete ladders, and this one if it already says something
                 if len(steps) >= 2 or (steps and not math.isfinite(steps[-1].fd)):
                     ladders.append((kind, idx, ad_v, steps))
-                spent = f"the FD time budget ({self.fd_budget():.0f} s) ran out"
+                spent = f"the FD time budget ({self.fd_job_budget:.0f} s) ran out"
                 if not ladders:
                     return {**base, "verdict": judge.UNRELIABLE, "reason": f"{spent} before this parameter was judged"}
                 base["reason"] = f"{spent} after {len(ladders)} of {len(vectors)} perturbation(s)"

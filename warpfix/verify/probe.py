@@ -51,7 +51,7 @@ from .array_tracking import ArrayTracking
 from .backward_checks import BackwardChecks
 from .cut_chain import CutChain
 from .early_grad import EarlyGrad
-from .fd import FiniteDifferences
+from .fd import FD_BUDGET_S, FiniteDifferences
 from .flag_trust import FlagTrust
 from .launch_hooks import LaunchHooks
 from .leftovers import Leftovers
@@ -72,6 +72,8 @@ ENV_OUT = "WARPFIX_VERIFY_OUT"
 ENV_DEVICE = "WARPFIX_VERIFY_DEVICE"
 #: The folder holding the probe package and its sitecustomize (removed from the program's children).
 ENV_PATH = "WARPFIX_VERIFY_PATH"
+#: Seconds FD may take at least (``FD_BUDGET_S`` when unset; ``apply --check`` gives its proofs more).
+ENV_FD_FLOOR = "WARPFIX_VERIFY_FD_FLOOR"
 
 
 class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChecks, FiniteDifferences):
@@ -114,6 +116,8 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.aliases: dict[int, tuple[Any, Any]] = {}
         self.taped_kernels: dict[int, Any] = {}
         self.fd_seconds = 0.0
+        self.fd_floor = FD_BUDGET_S  # seconds FD may take at least (see fd_budget)
+        self.fd_job_budget = FD_BUDGET_S  # the budget of the comparison running now (fixed when it starts)
         self.fd_start_rung: dict[int, int] = {}  # id(leaf array) -> step-ladder rung where its FD last agreed
         self.rng = np.random.default_rng(0)
         self.main_dir: str | None = None
@@ -187,7 +191,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
             "stopped": self.stopped,
             "ops": len(self.ops),
             "notes": self.notes,
-            "seconds": {**self.seconds, "run": time.perf_counter() - self.started},
+            "seconds": {**self.seconds, "run": time.perf_counter() - self.started, "fd_budget": self.fd_budget()},
             "finished": self.mode == "done",
         }
 
@@ -333,6 +337,7 @@ def bootstrap() -> None:
     out_path = os.environ.pop(ENV_OUT, None)
     device = os.environ.pop(ENV_DEVICE, None)
     probe_dir = os.environ.pop(ENV_PATH, None)
+    fd_floor = os.environ.pop(ENV_FD_FLOOR, None)
     if probe_dir:
         parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != probe_dir]
         if parts:
@@ -350,6 +355,9 @@ def bootstrap() -> None:
         os._exit(0)
     program_sites.locate_dirs()
     tracer = Tracer(out_path, os.getcwd())
+    tracer.started = started  # the program's own time (FD's budget) counts from the interpreter's start-up
+    if fd_floor:
+        tracer.fd_floor = float(fd_floor)
     try:
         if device:
             wp.init()

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from warpfix.procs import run_group, sigterm_as_interrupt
-from warpfix.verify.probe import ENV_DEVICE, ENV_OUT, ENV_PATH
+from warpfix.verify.probe import ENV_DEVICE, ENV_FD_FLOOR, ENV_OUT, ENV_PATH
 from warpfix.verify.report import VerifyReport, report_from_probe
 
 #: The probe's modules (relative imports only), copied into the injected package.
@@ -73,7 +73,7 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 def run_verify(
-    cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0
+    cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0, fd_floor: float | None = None
 ) -> VerifyReport:
     """Run ``cmd`` (e.g. ``["python", "train.py", "--small"]``) in ``cwd`` under the FD probe.
 
@@ -82,6 +82,8 @@ def run_verify(
     integrity (WF902/903/905) and custom adjoints (WF804), then stops the program. The
     program runs in its own process group, ended (with any background children) when it
     exits, after ``timeout`` seconds, and on Ctrl-C (KeyboardInterrupt is re-raised).
+    FD takes at most twice the program's own run time, or ``fd_floor`` seconds when that is
+    more (default :data:`warpfix.verify.fd.FD_BUDGET_S`).
 
     Returns a :class:`VerifyReport`; ``report.error`` is set (and ``exit_code`` is 2) when
     the program could not be verified.
@@ -96,6 +98,9 @@ def run_verify(
         env[ENV_OUT] = str(out_path)
         env[ENV_PATH] = probe_path
         env.pop(ENV_DEVICE, None)
+        env.pop(ENV_FD_FLOOR, None)
+        if fd_floor is not None:
+            env[ENV_FD_FLOOR] = repr(float(fd_floor))
         if device:
             env[ENV_DEVICE] = device
         env["PYTHONPATH"] = os.pathsep.join(p for p in (probe_path, env.get("PYTHONPATH", "")) if p)
