@@ -30,7 +30,8 @@ class FakeVerify:
         self.error = error
         self.calls: list[tuple[list[str], str]] = []
 
-    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
+                 fd_floor: float | None = None):
         self.calls.append((cmd, cwd))
         if self.error:
             return VerifyReport(error=self.error)
@@ -325,7 +326,8 @@ TWO_BUGS = BUGGY.replace(
 class FakeVerifyBoth(FakeVerify):
     """FD passes only once neither kernel multiplies in place (the two bugs mask each other)."""
 
-    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0):
+    def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
+                 fd_floor: float | None = None):
         self.calls.append((cmd, cwd))
         text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
         buggy = "v[i] *= k[0]" in text or "w[i] *= k[0]" in text
