@@ -440,3 +440,76 @@ def test_a_second_objective_on_the_same_tape_is_not_work_after_the_loss(index: L
     assert _check(_EARLY_RETURN, index) == []
     single = _EARLY_RETURN.replace("        tape.zero()\n        tape.backward(volume)\n", "")
     assert [f.rule for f in _check(single, index)] == ["WF302"]
+
+
+_PARAM_DICT = _SQUARE + '''
+
+@wp.kernel
+def sgd(p: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
+    i = wp.tid()
+    p[i] = p[i] - lr * g[i]
+
+
+def train():
+    params = {"a": wp.ones(8, dtype=float, requires_grad=True), "b": wp.ones(8, dtype=float, requires_grad=True)}
+    y = wp.zeros(8, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    for _ in range(3):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=8, inputs=[params["a"]], outputs=[y])
+            wp.launch(total, dim=8, inputs=[y], outputs=[loss])
+            wp.launch(total, dim=8, inputs=[params["b"]], outputs=[loss])
+        tape.backward(loss)
+        {update}
+        {zero}
+
+
+train()
+'''
+
+
+@pytest.mark.parametrize("update", [
+    "for p in params.values():\n            wp.launch(sgd, dim=8, inputs=[p, p.grad, 0.1])",
+    "for name, p in params.items():\n            wp.launch(sgd, dim=8, inputs=[p, p.grad, 0.1])",
+    "for name in params:\n            wp.launch(sgd, dim=8, inputs=[params[name], params[name].grad, 0.1])",
+], ids=["values", "items", "keys"])
+def test_parameters_held_in_a_dict_are_iterated(update: str, index: LibraryIndex) -> None:
+    """The blind corpus's oscillator_id: an SGD loop over ``params.values()`` and no ``tape.zero()``; a new tape
+    per iteration, so only the update's consumption shows that the next backward sums into stale gradients."""
+    buggy = _PARAM_DICT.replace("{update}", update).replace("{zero}", "")
+    assert _errors(_check(buggy, index), "WF301") == [("WF301", _line(buggy, "tape.backward(loss)"))]
+    fixed = _PARAM_DICT.replace("{update}", update).replace("{zero}", "tape.zero()")
+    assert _check(fixed, index) == []
+
+
+
+_STEP_IN_TAPE = _SQUARE + '''
+import warp.optim
+
+
+def train(params):
+    y = wp.zeros(8, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    opt = warp.optim.Adam(list(params.values()), lr=0.1)
+    for _ in range(3):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=8, inputs=[params["a"]], outputs=[y])
+            wp.launch(total, dim=8, inputs=[y], outputs=[loss])
+            opt.step([p.grad for p in {over}])
+        tape.backward(loss)
+        tape.zero()
+
+
+train({"a": wp.ones(8, dtype=float, requires_grad=True)})
+'''
+
+
+@pytest.mark.parametrize("over", ["params.values()", "[params['a']]"], ids=["dict-values", "list"])
+def test_a_comprehension_over_a_known_list_binds_each_item(over: str, index: LibraryIndex) -> None:
+    """The blind corpus's mlp_fit: ``opt.step([p.grad for p in self.params.values()])`` inside the tape; the
+    comprehension's ``p`` is each parameter, so the optimizer reads their gradients before the backward (WF302)."""
+    buggy = _STEP_IN_TAPE.replace("{over}", over)
+    reads = [f for f in _check(buggy, index) if f.rule == "WF302" and "`p.grad` is read inside" in f.message]
+    assert [(f.span.line, f.severity) for f in reads] == [(_line(buggy, "opt.step("), Severity.ERROR)]

@@ -206,7 +206,7 @@ for it in range(20):
             first = stale[0][1]
             consumed = first.consumed
             assert consumed is not None and first.backward is not None
-            names = ", ".join(f"`{_grad_name(buf, st)}`" for buf, st in stale)
+            names = ", ".join(dict.fromkeys(f"`{_grad_name(buf, st)}`" for buf, st in stale))  # one loop name, once
             tape_name = str(ev.detail.get("tape_name") or "tape")
             data: dict[str, object] = {"tape": tape_name, "arrays": [buf.label for buf, _ in stale]}
             zeroed = tape_name  # the tape whose gradient is left over

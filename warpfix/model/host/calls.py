@@ -17,7 +17,7 @@ from warpfix.model.host.syntax import (
     _is_super,
     _text,
 )
-from warpfix.model.host.values import Val, _Budget, _CallBudget, _Frame, _Return
+from warpfix.model.host.values import DICT, Val, _Budget, _CallBudget, _Frame, _Return
 from warpfix.model.source import SourceFile
 
 
@@ -148,6 +148,8 @@ class Calls:
             v = self.new(f"{recv_name}.numpy()")
             v.attrs["__host_of__"] = recv
             return v
+        if name in ("keys", "values", "items") and not args and recv.kind == "list" and recv.label == DICT:
+            return self.dict_view(recv, name)
         if name == "append" and recv.kind == "list" and args:
             recv.items[str(len(recv.items))] = args[0]
             if self.loop_stack and recv.factory is None and not isinstance(e.args[0], ast.Starred):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 
 from warpfix.model.grad_reads import grad_owner
-from warpfix.model.host.limits import CONCAT_PREFIX, MAX_CONCAT
+from warpfix.model.host.limits import CONCAT_PREFIX, MAX_CONCAT, MAX_EAGER_COMPREHENSION
 from warpfix.model.host.syntax import _binop, _is_name_chain, _is_property, _is_static, _text
-from warpfix.model.host.values import Val, _Frame, _SameItem
+from warpfix.model.host.values import DICT, Val, _Frame, _SameItem
 from warpfix.model.source import SourceFile
 
 
@@ -85,9 +85,18 @@ class Expressions:
         if isinstance(e, ast.ListComp):
             v = self.new("list", "list")
             v.factory = (e.elt, {**frame.locals}, src)
-            for gen in e.generators:
-                self.eval(gen.iter, frame)
+            iters = [self.eval(gen.iter, frame) for gen in e.generators]
             gen = e.generators[0]
+            if len(e.generators) == 1 and not gen.ifs and iters[0].kind == "list":
+                over = self.dict_view(iters[0], "keys") if iters[0].label == DICT else iters[0]
+                if over.length is not None and over.length <= MAX_EAGER_COMPREHENSION:
+                    # ``[p.grad for p in params.values()]``: one element per item of a list of known length
+                    scope = _Frame(src, {**frame.locals}, frame.self_val, fn=frame.fn)
+                    for k in range(over.length):
+                        self.bind(gen.target, self.item(over, str(k)), scope)
+                        v.items[str(k)] = self.eval(e.elt, scope)
+                    v.factory, v.length = None, over.length
+                    return v
             if (
                 len(e.generators) == 1
                 and not gen.ifs
@@ -103,7 +112,8 @@ class Expressions:
                     v.factory_var = gen.target.id  # element k is ``elt`` at ``i = k``, whether n is known or not
             return v
         if isinstance(e, ast.Dict):
-            v = self.new("dict", "list")
+            known = all(isinstance(k, ast.Constant) for k in e.keys)  # no ``**spread``, no computed key
+            v = self.new(DICT if known else "dict", "list")
             for k, val in zip(e.keys, e.values, strict=True):
                 key = k.value if isinstance(k, ast.Constant) else None  # ast.literal_eval's, without its closures' cycle
                 vv = self.eval(val, frame)

@@ -119,6 +119,19 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
             self.emit("grad_read", e, src, reads=[v.buf], names={v.buf.id: _text(e)}, detail={"owner": _text(owner)})
         return v
 
+    def dict_view(self, d: Val, how: str) -> Val:
+        """``d.keys()``, ``d.values()`` or ``d.items()`` of a dict display whose keys are literals (``DICT``):
+        a list of known length, its entries in insertion order."""
+        view = self.new(f"{d.label}.{how}()", "list")
+        for i, (key, value) in enumerate(list(d.items.items())):
+            name = self.new(repr(key), "const", value=key)
+            if how == "items":
+                pair = self.new(f"({key!r}, {value.label})", "list", length=2)
+                pair.items["0"], pair.items["1"] = name, value
+            view.items[str(i)] = pair if how == "items" else value if how == "values" else name
+        view.length = len(view.items)
+        return view
+
     def item(self, obj: Val, key: str) -> Val:
         key = _normalise_index(obj, key)
         child = obj.items.get(key)

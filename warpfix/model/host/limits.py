@@ -13,3 +13,6 @@ MAX_PERIOD = 4  # ``xs[t % k]`` in a loop's body: k + 1 consecutive iterations, 
 MAX_UNROLLED_LOOPS = 3  # loops nested deeper than this run their body once
 MAX_CONCAT = 4096  # ``a + b`` of lists with known lengths is followed element by element up to this length
 CONCAT_PREFIX = 8  # ``a + b`` where ``b`` is a comprehension of unknown length: its elements taken at the ``+``
+# ``[f(x) for x in xs]`` over a list of known length up to this is built element by element (each ``x`` bound);
+# longer ones, and comprehensions over anything else, stay lazy (elements built on demand, ``x`` unknown)
+MAX_EAGER_COMPREHENSION = 64

@@ -16,7 +16,7 @@ from warpfix.model.host.syntax import (
     _text,
     _truthy,
 )
-from warpfix.model.host.values import Val, _Budget, _CallBudget, _Frame, _normalise_index, _Return
+from warpfix.model.host.values import DICT, Val, _Budget, _CallBudget, _Frame, _normalise_index, _Return
 from warpfix.model.source import SourceFile
 
 
@@ -223,6 +223,8 @@ class Statements:
     def for_loop(self, s: ast.For | ast.AsyncFor, frame: _Frame, module_level: bool) -> None:
         src = frame.src
         it = self.eval(s.iter, frame)
+        if it.kind == "list" and it.label == DICT:
+            it = self.dict_view(it, "keys")
         start, step = 0, 1
         is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
         run = max(LOOP_UNROLL, self.period(s, frame) + 1) if self.unroll_count() > 1 else 1

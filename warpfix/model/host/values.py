@@ -40,6 +40,11 @@ class Val:
     aliased_by: tuple[Event, ...] = ()  # ``[x] * n`` rebind events that cover this value
 
 
+#: The label of a dict display whose keys are all literals: its items are its entries, in order, so
+#: ``d.keys()``, ``d.values()``, ``d.items()`` and ``for k in d`` are lists of known length.
+DICT = "{dict}"
+
+
 class _Return(Exception):
     pass
 
