@@ -25,6 +25,10 @@ Strategies, tried in this order (the applied one is named in the report):
   statement's own block: ``rot_grad = tape.gradients[x]; opt.step([rot_grad])``; inside an
   ``if`` arm by the rule above), else, for a ``self.<tape>``, in the method of the same class
   that calls it -- newton's trainers' own shape;
+* **zero in the consuming method**: the backward's method is called on an instance in a loop outside
+  its class (``trainer.backward()``) and that loop's last gradient consumer after it is another method
+  of the class (``trainer.step()``, the optimizer step), which the file calls nowhere else:
+  ``self.<tape>.zero()`` after that method's last gradient read;
 * **zero at the caller**: a function that returns the gradient (``return tape.gradients[x]``,
   ``return x.grad``): at each call ``g = f(...)``, ``g.zero_()`` after the last read of ``g``
   (``g`` is the gradient array itself; a copy before returning would change what the caller
@@ -113,6 +117,8 @@ class ZeroTape(FindingCommand):
             self.summary("zero after consumption: `tape.zero()` at the end of the loop")
             return
         if func is not None and self._zero_after_consumer(stmt, func, tape):
+            return
+        if func is not None and tape.startswith("self.") and self._zero_in_consuming_method(func, tape):
             return
         caller = "nothing reads it at the caller of a function returning it"
         try:
@@ -270,6 +276,69 @@ class ZeroTape(FindingCommand):
             self.summary(f"zero at the caller: {name}() returns the gradient array; `<name>.zero_()` after its last "
                          f"use at {len(edits)} call site(s)")
         return bool(edits)
+
+    def _zero_in_consuming_method(self, func: cst.FunctionDef, tape: str) -> bool:
+        """The backward's method is called on an instance in a loop outside the class (``trainer.backward()``)
+        and the loop's last gradient consumer after it is another method of the class (``trainer.step()``,
+        the optimizer step): ``self.<tape>.zero()`` after that method's last gradient read, when every call of
+        it in the file is such a last consumer (so it always runs after a backward, with the tape made)."""
+        cls = self.enclosing(func, cst.ClassDef)
+        if cls is None:
+            return False
+        methods = {m.name.value: m for m in cls.body.body if isinstance(m, cst.FunctionDef)}
+        consuming = {name for name, m in methods.items() if m is not func and cst_reads_grad(m.body)}
+        instances = {
+            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
+            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
+            and self.code(a.value.func) == cls.name.value
+        }
+        lasts: list[cst.BaseStatement] = []
+        for call in self.nodes(self.tree, cst.Call):
+            f = call.func
+            if not (isinstance(f, cst.Attribute) and f.attr.value == func.name.value
+                    and isinstance(f.value, cst.Name) and f.value.value in instances):
+                continue
+            loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+            stmt = self.statement_of(call)
+            if loop is None or not isinstance(loop.body, cst.IndentedBlock) or stmt not in loop.body.body:
+                return False
+            after = list(loop.body.body)[list(loop.body.body).index(stmt) + 1:]
+            readers = [s for s in after if cst_reads_grad(s) or self._consuming_call(s, f.value.value, consuming)]
+            if not readers or not self._consuming_call(readers[-1], f.value.value, consuming):
+                return False
+            lasts.append(readers[-1])
+        names = {self._consuming_call(s, "", consuming, any_receiver=True) for s in lasts}
+        if not lasts or len(names) != 1:
+            return False
+        name = names.pop()
+        calls = [c for c in self.nodes(self.tree, cst.Call)
+                 if isinstance(c.func, cst.Attribute) and c.func.attr.value == name and isinstance(c.func.value, cst.Name)
+                 and (c.func.value.value in instances or self._is_self_call(c, name))]
+        if any(self.statement_of(c) not in lasts for c in calls):
+            return False  # also run where no backward precedes it
+        method = methods[name]
+        if any(self._calls(s, tape, ("zero", "reset")) for s in method.body.body):
+            raise self.not_applicable(f"{name}() already calls {tape}.zero()")
+        readers = [s for s in method.body.body if cst_reads_grad(s)]
+        if not readers or self.nodes(readers[-1], cst.Return):
+            return False
+        self.insert_after(readers[-1], [self.statement(f"{tape}.zero()\n")])
+        self.summary(f"zero in the consuming method: `{tape}.zero()` after the last gradient read in {name}() "
+                     f"(line {self.pos(readers[-1]).start.line}), which every loop calling {func.name.value}() "
+                     "runs as its last gradient consumer")
+        return True
+
+    def _consuming_call(self, stmt: cst.BaseStatement, receiver: str, consuming: set[str],
+                        any_receiver: bool = False) -> str | None:
+        """The method name when ``stmt`` is just ``<receiver>.<m>(...)`` for a gradient-consuming method m."""
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+            return None
+        call = stmt.body[0].value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)):
+            return None
+        if call.func.attr.value not in consuming or not (any_receiver or call.func.value.value == receiver):
+            return None
+        return call.func.attr.value
 
     def _zero_at_method_callers(self, func: cst.FunctionDef, tape: str) -> bool:
         """The method's own loop already zeroes ``self.<tape>`` where it hands gradients on (checkpoint

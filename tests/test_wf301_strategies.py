@@ -264,3 +264,63 @@ class TestMethodCaller(CodemodTest):
                                 "wp.capture_launch(example.zero_graph)\n                else:\n"
                                 "                    example.tape.zero()\n")
         self.assertCodemod(zeroed, zeroed, line=6, expected_skip=True)
+
+
+SIBLING_CONSUMER = KERNELS + """
+
+class Trainer:
+    def __init__(self):
+        self.tape = None
+
+    def forward(self):
+        loss.zero_()
+        self.tape = wp.Tape()
+        with self.tape:
+            wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+            wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+
+    def backward(self):
+        self.tape.backward(loss)
+
+    def step(self):
+        wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+
+
+trainer = Trainer()
+{before}for it in range(4):
+    trainer.forward()
+    trainer.backward()
+    if it == 0:
+        print("grad", w.grad.numpy())
+    trainer.step()
+"""
+
+
+def test_the_zero_goes_into_the_method_the_training_loop_consumes_gradients_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blind corpus's spring_chain: ``forward()``, ``backward()``, ``step()`` called in turn from
+    ``__main__`` and ``tape.zero()`` dropped from ``step()``: the zero goes back after the optimizer step in
+    ``step()``, not into the loop's ``if it == 0`` print (the first reader after the backward)."""
+    text = SIBLING_CONSUMER.replace("{before}", "")
+    (tmp_path / "main.py").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [(e.finding.line, e.kept) for e in result.edits] == [(_line(text, "self.tape.backward(loss)"), True)]
+    assert "zero in the consuming method" in result.edits[0].reason
+    assert next(iter(result.changed.values())) == _mutate(
+        text, "inputs=[w, w.grad, 0.1])\n", "inputs=[w, w.grad, 0.1])\n        self.tape.zero()\n")
+
+
+def test_no_zero_goes_into_a_consuming_method_that_also_runs_before_any_backward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``trainer.step()`` also called before the loop: ``self.tape`` is still None there, so a zero in
+    ``step()`` would crash the program; the next strategy zeroes ``w.grad`` before the backward instead."""
+    text = SIBLING_CONSUMER.replace("{before}", "trainer.step()\n")
+    (tmp_path / "main.py").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [e.reason for e in result.edits] == ["applied; zero before backward: w.grad cleared before it"]
+    assert next(iter(result.changed.values())) == _mutate(
+        text, "        self.tape.backward(loss)\n", "        w.grad.zero_()\n        self.tape.backward(loss)\n")
