@@ -287,24 +287,15 @@ class ZeroTape(FindingCommand):
             return False
         methods = {m.name.value: m for m in cls.body.body if isinstance(m, cst.FunctionDef)}
         consuming = {name for name, m in methods.items() if m is not func and cst_reads_grad(m.body)}
-        instances = {
-            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
-            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
-            and self.code(a.value.func) == cls.name.value
-        }
+        instances = self._instances(cls)
         lasts: list[cst.BaseStatement] = []
-        for call in self.nodes(self.tree, cst.Call):
-            f = call.func
-            if not (isinstance(f, cst.Attribute) and f.attr.value == func.name.value
-                    and isinstance(f.value, cst.Name) and f.value.value in instances):
-                continue
-            loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+        for call, instance, loop in self._instance_calls(instances, func.name.value):
             stmt = self.statement_of(call)
             if loop is None or not isinstance(loop.body, cst.IndentedBlock) or stmt not in loop.body.body:
                 return False
             after = list(loop.body.body)[list(loop.body.body).index(stmt) + 1:]
-            readers = [s for s in after if cst_reads_grad(s) or self._consuming_call(s, f.value.value, consuming)]
-            if not readers or not self._consuming_call(readers[-1], f.value.value, consuming):
+            readers = [s for s in after if cst_reads_grad(s) or self._consuming_call(s, instance, consuming)]
+            if not readers or not self._consuming_call(readers[-1], instance, consuming):
                 return False
             lasts.append(readers[-1])
         names = {self._consuming_call(s, "", consuming, any_receiver=True) for s in lasts}
@@ -328,6 +319,25 @@ class ZeroTape(FindingCommand):
                      "runs as its last gradient consumer")
         return True
 
+    def _instances(self, cls: cst.ClassDef) -> set[str]:
+        """Names the file binds to an instance of ``cls`` (``example = Example(...)``)."""
+        return {
+            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
+            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
+            and self.code(a.value.func) == cls.name.value
+        }
+
+    def _instance_calls(self, instances: set[str], name: str) -> list[tuple[cst.Call, str, cst.For | cst.While | None]]:
+        """Each call ``<instance>.<name>(...)`` in the file: (call, instance, innermost loop around it)."""
+        out = []
+        for call in self.nodes(self.tree, cst.Call):
+            f = call.func
+            if isinstance(f, cst.Attribute) and f.attr.value == name and isinstance(f.value, cst.Name) and (
+                    f.value.value in instances):
+                loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+                out.append((call, f.value.value, loop))
+        return out
+
     def _consuming_call(self, stmt: cst.BaseStatement, receiver: str, consuming: set[str],
                         any_receiver: bool = False) -> str | None:
         """The method name when ``stmt`` is just ``<receiver>.<m>(...)`` for a gradient-consuming method m."""
@@ -348,21 +358,11 @@ class ZeroTape(FindingCommand):
         cls = self.enclosing(func, cst.ClassDef)
         if cls is None:
             return False
-        instances = {
-            t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
-            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
-            and self.code(a.value.func) == cls.name.value
-        }
         edits = []
-        for call in self.nodes(self.tree, cst.Call):
-            f = call.func
-            if not (isinstance(f, cst.Attribute) and f.attr.value == func.name.value
-                    and isinstance(f.value, cst.Name) and f.value.value in instances):
-                continue
-            loop = next((a for a in self.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+        for call, instance, loop in self._instance_calls(self._instances(cls), func.name.value):
             if loop is None or not isinstance(loop.body, cst.IndentedBlock):
                 continue
-            there = f.value.value + tape[len("self"):]
+            there = instance + tape[len("self"):]
             if any(self._calls(s, there, ("zero", "reset")) for s in loop.body.body):
                 return False
             place = self._last_consumer(self.statement_of(call), loop.body)
