@@ -8,7 +8,8 @@ Strategies, tried in this order (the applied one is named in the report):
   is added as the loop's last statement; with the backward in a function that is called from a
   loop elsewhere (``self.tape.backward(self.loss)`` in ``forward_backward()``),
   ``<tape>.reset()`` goes just before the function's ``with <tape>:`` block (the old recording and
-  the consumed gradients are cleared before the new recording starts);
+  the consumed gradients are cleared before the new recording starts), or, for a ``self.<tape>``
+  recorded in another method of the class (``forward()``), before that method's one ``with`` block;
 * **zero after consumption**: ``<tape>.zero()`` as the last statement of the innermost loop
   around the backward (before a trailing ``continue``/``break``);
 * **zero inside the consuming ``if`` arm**: in that loop, when every gradient read after the
@@ -161,6 +162,8 @@ class ZeroTape(FindingCommand):
         block = self.block_of(backward)
         before = list(block[: list(block).index(backward)]) if backward in block else []
         withs = [s for s in before if isinstance(s, cst.With) and self._records(s, tape)]
+        if not withs and self._reset_in_recording_method(backward, tape):
+            return
         if len(withs) != 1:
             raise self.not_applicable(
                 f"the backward is not in a loop and its block does not record {tape} in exactly one `with` "
@@ -170,6 +173,26 @@ class ZeroTape(FindingCommand):
             raise self.not_applicable(f"{tape} is already reset before it records")
         self.insert_before(withs[0], [self.statement(f"{tape}.reset()\n")])
         self.summary("re-recorded tape: `tape.reset()` before the function records it")
+
+    def _reset_in_recording_method(self, backward: cst.BaseStatement, tape: str) -> bool:
+        """``self.<tape>`` recorded by another method of the class than the backward's (``forward()`` holds
+        the ``with self.tape:``, ``backward()`` the backward): ``<tape>.reset()`` just before that method's
+        one ``with`` block, when the class records the tape nowhere else."""
+        func = self.enclosing(backward, cst.FunctionDef)
+        cls = self.enclosing(func, cst.ClassDef) if func is not None else None
+        if cls is None or not tape.startswith("self."):
+            return False
+        withs = [w for w in self.nodes(cls, cst.With) if self._records(w, tape)]
+        if len(withs) != 1:
+            return False
+        method = self.enclosing(withs[0], cst.FunctionDef)
+        if method is None or withs[0] not in method.body.body:
+            return False
+        if any(self._calls(s, tape, ("reset",)) for s in method.body.body[: list(method.body.body).index(withs[0])]):
+            raise self.not_applicable(f"{tape} is already reset in {method.name.value}() before it records")
+        self.insert_before(withs[0], [self.statement(f"{tape}.reset()\n")])
+        self.summary(f"re-recorded tape: `{tape}.reset()` before {method.name.value}() records it")
+        return True
 
     def _zero_before(self, backward: cst.BaseStatement, arrays: list[str], func: cst.FunctionDef | None) -> None:
         visible = self._visible_names(func)

@@ -324,3 +324,46 @@ def test_no_zero_goes_into_a_consuming_method_that_also_runs_before_any_backward
     assert [e.reason for e in result.edits] == ["applied; zero before backward: w.grad cleared before it"]
     assert next(iter(result.changed.values())) == _mutate(
         text, "        self.tape.backward(loss)\n", "        w.grad.zero_()\n        self.tape.backward(loss)\n")
+
+
+RERECORDED_IN_FORWARD = KERNELS + """
+
+class Smoother:
+    def __init__(self):
+        self.tape = wp.Tape()
+
+    def forward(self):
+        loss.zero_()
+        with self.tape:
+            wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+            wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+
+    def backward(self):
+        self.tape.backward(loss)
+
+    def update(self):
+        wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+
+
+def run(example, iters):
+    for it in range(iters):
+        example.forward()
+        example.backward()
+        example.update()
+
+
+run(Smoother(), 4)
+"""
+
+
+def test_a_tape_re_recorded_by_another_method_is_reset_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blind corpus's curve_smooth: ``self.tape`` made once, recorded by ``forward()``, backwarded by
+    ``backward()``, never reset: the reset goes before ``forward()``'s ``with self.tape:``."""
+    (tmp_path / "main.py").write_text(RERECORDED_IN_FORWARD, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [(e.finding.line, e.kept) for e in result.edits] == [
+        (_line(RERECORDED_IN_FORWARD, "self.tape.backward(loss)"), True)]
+    assert result.edits[0].reason == "applied; re-recorded tape: `self.tape.reset()` before forward() records it"
+    assert next(iter(result.changed.values())) == _mutate(
+        RERECORDED_IN_FORWARD, "        loss.zero_()\n        with self.tape:", "        loss.zero_()\n        self.tape.reset()\n        with self.tape:")
