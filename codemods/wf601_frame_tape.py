@@ -4,9 +4,10 @@ The finding's span is the ``with tape:`` block inside the loop (``data["shape"] 
 The loop body holds ``tape = wp.Tape()`` as a direct statement; the rewrite makes every pass record on
 one tape, so that the backward after the loop replays every pass:
 
-* when the block around the loop already makes ``tape = wp.Tape()`` before it (and runs no backward,
-  ``zero`` or ``reset`` of it in between), the creation in the loop is deleted: every ``with tape:``
-  re-enters the tape made before the loop (a recording of the code before the loop stays on it);
+* when the block around the loop already makes ``tape = wp.Tape()`` before it, or resets it there
+  (``self.tape.reset()``: a tape the class made once), and runs no backward, ``zero`` or ``reset`` of
+  it in between, the creation in the loop is deleted: every ``with tape:`` re-enters the tape made or
+  reset before the loop (a recording of the code before the loop stays on it);
 * when that block does not name the tape before the loop, the creation moves before the loop.
 
 Nothing else changes: no forward value, no other statement. Skipped with the reason: a loop that
@@ -65,7 +66,9 @@ class OneTapeOverPasses(FindingCommand):
             raise self.not_applicable(f"the loop assigns {tape} again or runs its zero or reset")
         outer = list(self.block_of(loop))
         before = outer[: outer.index(loop)]
-        made = next((i for i in range(len(before) - 1, -1, -1) if self._creates(before[i], tape)), None)
+        # made there, or reset there (a tape the class made once: the reset shows it is one by then)
+        made = next((i for i in range(len(before) - 1, -1, -1)
+                     if self._creates(before[i], tape) or self._resets(before[i], tape)), None)
         if made is not None:
             if any(self._uses(s, tape, ("backward", "zero", "reset")) or self._rebinds(s, tape)
                    for s in before[made + 1 :]):
@@ -84,6 +87,11 @@ class OneTapeOverPasses(FindingCommand):
             isinstance(assign, cst.Assign) and len(assign.targets) == 1 and self.code(assign.targets[0].target) == tape
             and is_warp_call(assign.value, "Tape") and not assign.value.args
         )
+
+    def _resets(self, stmt: cst.BaseStatement, tape: str) -> bool:
+        """``<tape>.reset()`` as a statement of its own."""
+        return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
+                and isinstance(stmt.body[0].value, cst.Call) and self._uses(stmt, tape, ("reset",)))
 
     def _rebinds(self, root: cst.CSTNode, tape: str) -> int:
         targets = [t.target for t in self.nodes(root, cst.AssignTarget)]

@@ -52,6 +52,16 @@ def test_the_creation_in_the_loop_goes_when_the_tape_is_made_before_it() -> None
                                    "            with self.tape:\n")
 
 
+def test_the_creation_in_the_loop_goes_when_the_tape_is_reset_before_it() -> None:
+    """The blind corpus's curve_smooth: ``self.tape`` made once in ``__init__`` and reset at the top of
+    ``forward()``; the passes then re-enter that one tape."""
+    code = BEFORE.replace("        self.tape = wp.Tape()\n        with self.tape:\n            wp.launch(assign",
+                          "        self.tape.reset()\n        with self.tape:\n            wp.launch(assign")
+    after = rewrite(code, tape="self.tape", loop={"line": 9})
+    assert after == code.replace("            self.tape = wp.Tape()\n            with self.tape:\n",
+                                 "            with self.tape:\n")
+
+
 def test_the_creation_moves_before_the_loop_when_the_block_makes_none() -> None:
     code = BEFORE.replace("        self.tape = wp.Tape()\n        with self.tape:\n            wp.launch(assign",
                           "        with other:\n            wp.launch(assign")
