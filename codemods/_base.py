@@ -516,3 +516,23 @@ def target_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return set().union(*(target_names(e.value) for e in target.elements))
     return set()
+
+
+def list_arg(call: cst.Call, name: str, index: int) -> list[cst.BaseExpression]:
+    """The elements of a call's list (or tuple) argument given by keyword ``name`` or at ``index``."""
+    arg = keyword(call, name)
+    if arg is None:
+        args = positional(call)
+        arg = args[index] if len(args) > index else None
+    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
+        return []
+    return [e.value for e in arg.value.elements]
+
+
+def launch_writes(call: cst.Call) -> tuple[list[cst.BaseExpression], list[cst.BaseExpression]]:
+    """(outputs, inputs) of a launch, ([dest], []) of a copy, else ([], [])."""
+    if call_name(call) == "launch":
+        return list_arg(call, "outputs", 3), list_arg(call, "inputs", 2)
+    if call_name(call) == "copy" and positional(call):
+        return [positional(call)[0].value], []
+    return [], []

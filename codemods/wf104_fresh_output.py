@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, keyword, positional
+from codemods._base import FindingCommand, launch_writes
 
 _PLACES = (cst.Name, cst.Attribute, cst.Subscript)
 
@@ -46,16 +46,6 @@ def _swap_places(node: cst.Assign) -> list[cst.BaseExpression] | None:
     if left[0].deep_equals(right[1]) and left[1].deep_equals(right[0]):
         return left
     return None
-
-
-def _list_arg(call: cst.Call, name: str, index: int) -> list[cst.BaseExpression]:
-    arg = keyword(call, name)
-    if arg is None:
-        args = positional(call)
-        arg = args[index] if len(args) > index else None
-    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
-        return []
-    return [e.value for e in arg.value.elements]
 
 
 class FreshOutput(FindingCommand):
@@ -76,9 +66,9 @@ class FreshOutput(FindingCommand):
             return
         if self._fresh_rotated_slots():
             return
-        call = self.on_line(cst.Call, lambda c: bool(_writes(c)[0]))
+        call = self.on_line(cst.Call, lambda c: bool(launch_writes(c)[0]))
         wanted = self.data["arg"] or self.data["written"]
-        outputs, inputs = _writes(call)
+        outputs, inputs = launch_writes(call)
         hit = next((o for o in outputs if wanted is None or self.code(o) == wanted), None)
         if hit is None or (wanted is None and len(outputs) != 1):
             raise self.not_applicable("cannot tell which output of the launch is the ping-pong buffer")
@@ -93,7 +83,7 @@ class FreshOutput(FindingCommand):
         if wanted:
             places = [p for p in places if self.code(p) == wanted]
         for call in self.nodes(loop.body, cst.Call):
-            outputs, inputs = _writes(call)
+            outputs, inputs = launch_writes(call)
             hit = next((p for p in places if any(o.deep_equals(p) for o in outputs)), None)
             if hit is not None:
                 self._fresh_before(call, hit, inputs)
@@ -159,15 +149,6 @@ class FreshOutput(FindingCommand):
         self.check_rebindable(hit, stmt, through_return=True)
         text = self.code(hit)
         self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.empty_like({text})\n")])
-
-
-def _writes(call: cst.Call) -> tuple[list[cst.BaseExpression], list[cst.BaseExpression]]:
-    """(outputs, inputs) of a launch, ([dest], []) of a copy, else ([], [])."""
-    if call_name(call) == "launch":
-        return _list_arg(call, "outputs", 3), _list_arg(call, "inputs", 2)
-    if call_name(call) == "copy" and positional(call):
-        return [positional(call)[0].value], []
-    return [], []
 
 
 def _comp_names(comp: cst.ListComp) -> set[str]:

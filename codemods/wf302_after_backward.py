@@ -21,9 +21,13 @@ Strategies, in this order (the report names a non-default one):
 * (WF304 after ``tape.zero()``) when the read cannot move before the zero, **move the zero** to
   just after the read, when nothing in between reads a gradient or runs a backward.
 
+* (WF303) when no backward follows in the block (a trainer's ``backward()`` runs it later), **write
+  into a copy**: ``X = wp.clone(X)`` just before the write, where ``X`` is a pure output of the write
+  and the file uses ``X`` only as launch/copy arguments, assignments and ``.numpy()``/``.grad`` reads.
+
 Skipped with a reason when the backward is not a statement of the same block (after the
-``with``), or when moving would change what some statement in between reads (the moved
-statements bind a name read there, or read one bound there).
+``with``) and no copy applies, or when moving would change what some statement in between reads (the
+moved statements bind a name read there, or read one bound there).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods._base import FindingCommand, NotApplicable, call_name, dotted
+from codemods._base import FindingCommand, NotApplicable, call_name, dotted, launch_writes
 from warpfix.model.grad_reads import cst_reads_grad
 
 
@@ -49,7 +53,8 @@ def _method_call(stmt: cst.CSTNode, *methods: str) -> cst.Call | None:
 class MoveAcrossBackward(FindingCommand):
     DESCRIPTION = "WF302/WF303/WF304: move work after tape.backward(...) (or a .grad read before tape.zero())."
     RULES = ("WF302", "WF303", "WF304")
-    DATA = {"tape": "the tape expression (`tape`, `self.tape`)"}
+    DATA = {"tape": "the tape expression (`tape`, `self.tape`)",
+            "written": "(WF303) the array the write overwrites, as written"}
 
     def describe_missing(self) -> str:
         return "no statement"
@@ -98,7 +103,43 @@ class MoveAcrossBackward(FindingCommand):
                 except NotApplicable as exc:
                     self._move_zero_after(zero, stmt, block[block.index(zero) + 1: index], exc)
                 return
+        if self.data["written"]:
+            self._write_into_copy(stmt, str(self.data["written"]))
+            return
         raise self.not_applicable("no `tape.backward(...)` statement follows in the same block")
+
+    def _write_into_copy(self, stmt: cst.BaseStatement, written: str) -> None:
+        """WF303 where no backward follows in the block (it runs in another method, ``trainer.backward()``):
+        ``X = wp.clone(X)`` just before the launch or copy that writes ``X``. The copy holds the same
+        contents, so the write and every later read see what they saw before; the array the tape read
+        keeps its contents for the backward. Only where ``X`` is a pure output of the write and every use
+        of ``X`` in the file is a launch or copy argument, an assignment to it, or ``.numpy()``/``.grad``:
+        an object that holds the old array (an optimizer's parameter list) would not see the copy."""
+        no_backward = "no `tape.backward(...)` statement follows in the same block"
+        call = next((c for c in self.nodes(stmt, cst.Call) if written in map(self.code, launch_writes(c)[0])), None)
+        if call is None or written in map(self.code, launch_writes(call)[1]):
+            raise self.not_applicable(f"{no_backward}, and the statement does not write `{written}` as a pure output")
+        target = next(o for o in launch_writes(call)[0] if self.code(o) == written)
+        for node in self.nodes(self.tree, (cst.Name, cst.Attribute, cst.Subscript)):
+            if self.code(node) != written or self._plain_use(node):
+                continue
+            raise self.not_applicable(f"{no_backward}, and `{written}` is used at line {self.pos(node).start.line} "
+                                      "where a copy of it would not reach")
+        self.check_rebindable(target, stmt, f"line {self.line}")
+        self.insert_before(stmt, [self.statement(f"{written} = {self.warp_alias()}.clone({written})\n")])
+        self.context.scratch["summary"] = (f"write into a copy: `{written} = wp.clone({written})` before the write; "
+                                           "the tape keeps the contents it read")
+
+    def _plain_use(self, node: cst.CSTNode) -> bool:
+        """``node`` is a launch or copy argument, assigned to, or read through ``.numpy()``/``.grad``."""
+        parent = self.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return parent.attr.value in ("numpy", "grad", "shape", "dtype", "device")
+        if isinstance(parent, cst.AssignTarget):
+            return True
+        call = next((a for a in self.ancestors(node) if isinstance(a, cst.Call)), None)
+        return call is not None and call_name(call) in ("launch", "copy") and any(
+            node is e or any(node is n for n in self.nodes(e, type(node))) for e in [*launch_writes(call)[0], *launch_writes(call)[1]])
 
     def _backward_after(self, block: Sequence[cst.BaseStatement], index: int) -> cst.BaseStatement | None:
         for s in block[index + 1:]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from libcst.codemod import CodemodTest
 
 from codemods.wf101_copy_rebind import CopyToRebind
@@ -443,6 +445,54 @@ class TestMoveAcrossBackward(CodemodTest):
             tape.backward(loss)
         """
         self.assertCodemod(code, code, line=1, tape="other", expected_skip=True)
+
+
+class TestWriteIntoCopy(CodemodTest):
+    """WF303 with the backward in another method (the blind corpus's spring_chain: a bookkeeping launch
+    reuses the tape's ``self.tip`` as its output after the tape block)."""
+
+    TRANSFORM = MoveAcrossBackward
+    TRAINER = """
+        import warp as wp
+
+        class Trainer:
+            def __init__(self):
+                self.tip = wp.zeros(1, dtype=float, requires_grad=True)
+                {extra}
+
+            def forward(self):
+                with self.tape:
+                    wp.launch(gather, dim=1, inputs=[self.x], outputs=[self.tip])
+                    wp.launch(loss_kernel, dim=1, inputs=[self.tip], outputs=[self.loss])
+                wp.launch(gather, dim=1, inputs=[self.x0], outputs=[self.tip])
+
+            def backward(self):
+                self.tape.backward(self.loss)
+    """
+
+    @staticmethod
+    def _write_line(code: str) -> int:
+        """The line of the bookkeeping launch after the tape block (the finding's line)."""
+        lines = textwrap.dedent(code).strip().splitlines()  # as CodemodTest lays the fixture out
+        return next(i for i, text in enumerate(lines, 1) if "wp.launch(gather" in text and "outputs=[self.tip]" in text
+                    and not text.startswith(" " * 12))
+
+    def test_the_write_goes_into_a_copy(self) -> None:
+        before = self.TRAINER.replace("{extra}", "self.x = None")
+        after = before.replace("        wp.launch(gather, dim=1, inputs=[self.x0]",
+                               "        self.tip = wp.clone(self.tip)\n                wp.launch(gather, dim=1, inputs=[self.x0]")
+        self.assertCodemod(before, after, line=self._write_line(before), written="self.tip", tape="self.tape")
+
+    def test_an_array_an_optimizer_holds_gets_no_copy(self) -> None:
+        before = self.TRAINER.replace("{extra}", "self.opt = warp.optim.SGD([self.tip], lr=0.1)")
+        self.assertCodemod(before, before, line=self._write_line(before), written="self.tip", tape="self.tape",
+                           expected_skip=True)
+
+    def test_an_update_that_reads_what_it_writes_gets_no_copy(self) -> None:
+        before = self.TRAINER.replace("{extra}", "self.x = None").replace(
+            "inputs=[self.x0], outputs=[self.tip]", "inputs=[self.tip], outputs=[self.tip]")
+        self.assertCodemod(before, before, line=self._write_line(before), written="self.tip", tape="self.tape",
+                           expected_skip=True)
 
 
 class TestFreshOutputAtLaunch(CodemodTest):

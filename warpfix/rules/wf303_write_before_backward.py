@@ -138,7 +138,7 @@ tape.backward(loss)
                         f"({line_ref(bwd.span, where)}): backward replays the adjoints against the new "
                         f"contents; move the write after the backward",
                         # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
-                        data={"tape": tape_display_name(bwd),
+                        data={"tape": tape_display_name(bwd), "written": ev.name_of(buf),
                               **({"conditional": True} if conditional_launch(reader) else {})},
                         related=((reader.span, "read on the tape here"), (bwd.span, "backward here")),
                     )
