@@ -21,6 +21,8 @@ Strategies, in this order (the report names a non-default one):
 * (WF304 after ``tape.zero()``) when the read cannot move before the zero, **move the zero** to
   just after the read, when nothing in between reads a gradient or runs a backward.
 
+* when the statement is in the body of a ``for`` loop (an update over the parameters) and the
+  backward follows that loop, **move the loop** (with the same checks);
 * (WF303) when no backward follows in the block (a trainer's ``backward()`` runs it later), **write
   into a copy**: ``X = wp.clone(X)`` just before the write, where ``X`` is a pure output of the write
   and the file uses ``X`` only as launch/copy arguments, assignments and ``.numpy()``/``.grad`` reads.
@@ -88,6 +90,15 @@ class MoveAcrossBackward(FindingCommand):
         if anchor is not None:
             self._move(stmt, anchor, block[index + 1: block.index(anchor) + 1], after=True)
             return
+        loop = self._loop_around(stmt)
+        if loop is not None:
+            outer_block = list(self.block_of(loop))
+            anchor = self._backward_after(outer_block, outer_block.index(loop))
+            if anchor is not None:  # ``for p in params: launch(sgd, [p, p.grad])`` before the backward
+                self._move(loop, anchor, outer_block[outer_block.index(loop) + 1: outer_block.index(anchor) + 1],
+                           after=True)
+                self.context.scratch["summary"] = f"moved the loop holding it (line {self.pos(loop).start.line})"
+                return
         if cst_reads_grad(stmt):
             zero = next(
                 (
@@ -107,6 +118,18 @@ class MoveAcrossBackward(FindingCommand):
             self._write_into_copy(stmt, str(self.data["written"]))
             return
         raise self.not_applicable("no `tape.backward(...)` statement follows in the same block")
+
+    def _loop_around(self, stmt: cst.BaseStatement) -> cst.For | None:
+        """The ``for`` loop whose body ``stmt`` is a direct statement of (an update over the parameters,
+        moved as one), when nothing in it leaves the loop early or opens a block (``return``, ``break``,
+        ``continue``, ``yield``, ``with``)."""
+        body = self.parent(stmt)
+        loop = self.parent(body) if isinstance(body, cst.IndentedBlock) else None
+        if not isinstance(loop, cst.For) or loop.orelse is not None:
+            return None
+        if any(self.nodes(loop, (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.With))):
+            return None
+        return loop
 
     def _write_into_copy(self, stmt: cst.BaseStatement, written: str) -> None:
         """WF303 where no backward follows in the block (it runs in another method, ``trainer.backward()``):

@@ -340,6 +340,22 @@ class TestMoveAcrossBackward(CodemodTest):
         """
         self.assertCodemod(before, after, line=3)
 
+    def test_an_update_loop_over_the_parameters_moves_as_one(self) -> None:
+        """The blind corpus's oscillator_id: the clipped SGD over ``params.values()`` before the backward."""
+        before = """
+            for p in params.values():
+                wp.launch(sgd, dim=n, inputs=[p, p.grad, lr])
+            tape.backward(loss)
+            tape.zero()
+        """
+        after = """
+            tape.backward(loss)
+            for p in params.values():
+                wp.launch(sgd, dim=n, inputs=[p, p.grad, lr])
+            tape.zero()
+        """
+        self.assertCodemod(before, after, line=2)
+
     def test_a_user_that_launches_does_not_move(self) -> None:
         before = """
             g = x.grad
