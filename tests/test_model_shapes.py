@@ -513,3 +513,47 @@ def test_a_comprehension_over_a_known_list_binds_each_item(over: str, index: Lib
     buggy = _STEP_IN_TAPE.replace("{over}", over)
     reads = [f for f in _check(buggy, index) if f.rule == "WF302" and "`p.grad` is read inside" in f.message]
     assert [(f.span.line, f.severity) for f in reads] == [(_line(buggy, "opt.step("), Severity.ERROR)]
+
+
+_OPTIONAL_LOSS = _SQUARE + '''
+
+@wp.kernel
+def residual(x: wp.array(dtype=float), r: wp.array(dtype=float)):
+    i = wp.tid()
+    r[i] = x[i] * x[i] - 1.0
+
+
+@wp.kernel
+def squares(r: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, r[i] * r[i])
+
+
+def rollout(xs, res=None, loss=None):
+    for t in range(4):
+        wp.launch(square, dim=8, inputs=[xs[t]], outputs=[xs[t + 1]])
+        if loss is not None:
+            wp.launch(residual, dim=8, inputs=[xs[t + 1]], outputs=[res[t]])
+            wp.launch(squares, dim=8, inputs=[res[t]], outputs=[loss])
+
+
+xs = [wp.ones(8, dtype=float, requires_grad=True) for _ in range(5)]
+rollout(xs)
+res = {res}
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    rollout(xs, res, loss)
+tape.backward(loss)
+'''
+
+
+def test_a_none_default_parameter_decides_its_is_none_test(index: LibraryIndex) -> None:
+    """The blind corpus's oscillator_id: ``rollout(..., loss=None)`` launches its residuals only under ``if loss
+    is not None``; the taped call passes the loss, so those launches are taped, not conditional: the shared
+    residual buffer (``[buf] * n``) is an error with a fix, not a warning about an undecided launch."""
+    buggy = _OPTIONAL_LOSS.replace("{res}", "[wp.zeros(8, dtype=float, requires_grad=True)] * 4")
+    line = _line(buggy, "wp.launch(residual")
+    assert ("WF104", line) in _errors(_check(buggy, index))
+    clean = _OPTIONAL_LOSS.replace("{res}", "[wp.zeros(8, dtype=float, requires_grad=True) for _ in range(4)]")
+    assert _check(clean, index) == []

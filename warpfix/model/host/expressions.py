@@ -210,14 +210,24 @@ class Expressions:
 
     def none_test(self, test: ast.expr, frame: _Frame) -> bool | None:
         """False for ``name is None`` (True for ``is not None``) when the name holds a value a caller always
-        hands over (:attr:`given`); None otherwise."""
+        hands over (:attr:`given`), or is a parameter of the function run now bound to an allocation or
+        constructor the project made (``rollout(..., loss=loss)``); True (False) for such a parameter left at
+        its ``None`` default; None otherwise."""
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
                 and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant)
                 and test.comparators[0].value is None and test.left.id in frame.locals):
             return None
-        if frame.locals[test.left.id].id not in self.given:
+        v = frame.locals[test.left.id]
+        if v.id in self.given:
+            return isinstance(test.ops[0], ast.IsNot)
+        fn = frame.fn
+        if fn is None or test.left.id not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
             return None
-        return isinstance(test.ops[0], ast.IsNot)
+        if v.fresh:
+            return isinstance(test.ops[0], ast.IsNot)
+        if v.kind == "const" and v.value is None and v.label == "None":
+            return isinstance(test.ops[0], ast.Is)
+        return None
 
     def same_buffer_test(self, test: ast.expr, frame: _Frame) -> bool | None:
         """``a.ptr != b.ptr`` / ``a is not b`` (and ``==`` / ``is``) when both sides are one buffer (a
