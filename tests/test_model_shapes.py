@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from warpfix.engine import parse_file, run_rules
-from warpfix.finding import Finding, Severity
+from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import build_project
 from warpfix.model.library import LibraryIndex
 
@@ -551,9 +551,12 @@ tape.backward(loss)
 def test_a_none_default_parameter_decides_its_is_none_test(index: LibraryIndex) -> None:
     """The blind corpus's oscillator_id: ``rollout(..., loss=None)`` launches its residuals only under ``if loss
     is not None``; the taped call passes the loss, so those launches are taped, not conditional: the shared
-    residual buffer (``[buf] * n``) is an error with a fix, not a warning about an undecided launch."""
+    residual buffer (``[buf] * n``) is an error with a fix, not a warning about an undecided launch. It is
+    reported where the list is built (WF103), though every pass reads and writes it as ``res[t]``: the
+    same text names another slot at each pass."""
     buggy = _OPTIONAL_LOSS.replace("{res}", "[wp.zeros(8, dtype=float, requires_grad=True)] * 4")
-    line = _line(buggy, "wp.launch(residual")
-    assert ("WF104", line) in _errors(_check(buggy, index))
+    found = _check(buggy, index)
+    assert _errors(found) == [("WF103", _line(buggy, "res = [wp.zeros"))]
+    assert found[0].fix.safety is FixSafety.SAFE
     clean = _OPTIONAL_LOSS.replace("{res}", "[wp.zeros(8, dtype=float, requires_grad=True) for _ in range(4)]")
     assert _check(clean, index) == []

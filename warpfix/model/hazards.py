@@ -217,8 +217,11 @@ def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
     repeat = alias_event(hazard, ("rebind",))
-    if repeat is not None and repeat.detail.get("repeat") and hazard.read.name != hazard.write.name:
-        return "WF103"  # ``[x] * n`` made the slots one array: the cause, whatever op overwrites it
+    if repeat is not None and repeat.detail.get("repeat") and (
+            hazard.read.name != hazard.write.name or hazard.read.event.loops != ev.loops):
+        # ``[x] * n`` made the slots one array: the cause, whatever op overwrites it (``res[t]`` read at one
+        # pass of the loop and overwritten as ``res[t]`` at the next names two slots)
+        return "WF103"
     if ev.kind in ("copy", "assign") and rotates(hazard):
         return "WF104"  # the copy lands in a buffer of a rotation: the buffer reuse is the bug, not the copy
     if ev.kind in ("copy", "assign"):
