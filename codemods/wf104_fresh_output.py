@@ -16,6 +16,10 @@ step read), where the same function first built that list with one constructor c
 (``[make() for i in ...]``): fresh buffers built the way the program built them. This holds for
 the argument ``data["arg"]`` names (``states[t + 1].q``) whatever statement the span is on.
 
+A library step writing a member of one of two states swapped in its loop (``solver.step(s0, s1, ...)``
+then ``s0, s1 = s1, s0``, the finding's ``arg`` ``s1.particle_qd``) gets ``s1 = <the one call that built
+it>`` (``self.model.state()``) before the step: a fresh state per step, built as the program built it.
+
 Finding data (optional): ``written`` -- the name the loop writes into (default: the swapped
 name that appears as a launch output or copy destination in the loop); ``arg`` -- with the
 span on a launch, its output argument as written (default: its only output).
@@ -28,7 +32,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from codemods._base import FindingCommand, launch_writes
+from codemods._base import FindingCommand, call_name, launch_writes
 
 _PLACES = (cst.Name, cst.Attribute, cst.Subscript)
 
@@ -64,7 +68,7 @@ class FreshOutput(FindingCommand):
         if swaps:
             self._plan_swap(swaps[0])
             return
-        if self._fresh_rotated_slots():
+        if self._fresh_rotated_slots() or self._fresh_state():
             return
         call = self.on_line(cst.Call, lambda c: bool(launch_writes(c)[0]))
         wanted = self.data["arg"] or self.data["written"]
@@ -124,6 +128,51 @@ class FreshOutput(FindingCommand):
                 f"`{self.code(make)}`, as the list was built")
             return True
         return False
+
+    def _fresh_state(self) -> bool:
+        """``solver.step(s0, s1, ...)`` then ``s0, s1 = s1, s0`` in one loop, the finding's array a member of
+        ``s1`` (``s1.particle_qd``): ``s1 = <the call that built it>`` (``self.model.state()``) before the
+        step, so every step writes a fresh state built the way the program built it (WF103's fresh slots,
+        for a swapped pair). False when the finding's call is no such step."""
+        arg = str(self.data["arg"] or "")
+        for call in self.nodes(self.tree, cst.Call):
+            if not self._covers(call) or launch_writes(call)[0] or call_name(call) in ("launch", "copy"):
+                continue
+            place = next((a.value for a in call.args if isinstance(a.value, (cst.Name, cst.Attribute))
+                          and (arg == self.code(a.value) or arg.startswith(self.code(a.value) + "."))), None)
+            loop = self.enclosing(call, (cst.For, cst.While))
+            if place is None or loop is None or not isinstance(loop.body, cst.IndentedBlock):
+                continue
+            body, stmt = list(loop.body.body), self.statement_of(call)
+            text = self.code(place)
+            swapped = stmt in body and any(
+                isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign)
+                and text in [self.code(p) for p in _swap_places(s.body[0]) or ()] for s in body[body.index(stmt) + 1:])
+            if not swapped:
+                continue
+            make = self._built_by(text, loop)
+            if make is None:
+                raise self.not_applicable(f"`{text}` is swapped in the loop, but no one constructor call builds it")
+            self.check_rebindable(place, stmt)
+            self.insert_before(stmt, [self.statement(f"{text} = {self.code(make)}\n")])
+            self.context.scratch["summary"] = (f"fresh state per step: `{text} = {self.code(make)}` before the step "
+                                               "that writes it, as the program built it")
+            return True
+        return False
+
+    def _built_by(self, text: str, loop: cst.CSTNode) -> cst.Call | None:
+        """The one call the file assigns to ``text`` outside ``loop`` (``self.state_1 = self.model.state()``)
+        when its arguments are literals or attribute chains; None when there is none or more than one."""
+        outside = [a for a in self.nodes(self.tree, cst.Assign)
+                   if len(a.targets) == 1 and self.code(a.targets[0].target) == text
+                   and not any(n is a for n in self.nodes(loop, cst.Assign))]
+        if len(outside) != 1 or not isinstance(outside[0].value, cst.Call):
+            return None
+        make = outside[0].value
+        if not all(isinstance(a.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
+                   for a in make.args):
+            return None
+        return make
 
     def _slot_constructor(self, func: cst.FunctionDef, rebind: cst.Assign, base: str) -> cst.Call | None:
         """``make()`` of the last ``base = [make() for _ in ...]`` before ``rebind`` in ``func``."""

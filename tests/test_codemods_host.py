@@ -144,6 +144,41 @@ class TestFreshOutput(CodemodTest):
         self.assertCodemod(code, code, line=3, expected_skip=True)
 
 
+class TestFreshState(CodemodTest):
+    """WF104 at a library step handed two states swapped in its loop (the blind corpus's spring_chain: newton's
+    ``state_0``/``state_1`` double buffer inside the tape)."""
+
+    TRANSFORM = FreshOutput
+    TRAINER = """
+        class Trainer:
+            def __init__(self):
+                self.state_0 = self.model.state()
+                self.state_1 = self.model.state()
+
+            def forward(self):
+                with self.tape:
+                    for f in range(self.frames):
+                        self.state_0.clear_forces()
+                        self.solver.step(self.state_0, self.state_1, self.control, None, self.dt)
+                        self.state_0, self.state_1 = self.state_1, self.state_0
+    """
+
+    def test_each_step_writes_a_fresh_state_built_as_the_program_built_it(self) -> None:
+        step = " " * 24 + "self.solver.step("
+        after = self.TRAINER.replace(step, " " * 24 + "self.state_1 = self.model.state()\n" + step)
+        self.assertCodemod(self.TRAINER, after, line=10, arg="self.state_1.particle_qd")
+
+    def test_a_state_built_twice_gets_no_guess(self) -> None:
+        code = self.TRAINER.replace("            def forward(self):",
+                                    "            def reset(self):\n                self.state_1 = other.state()\n\n"
+                                    "            def forward(self):")
+        self.assertCodemod(code, code, line=13, arg="self.state_1.particle_qd", expected_skip=True)
+
+    def test_a_step_without_a_swap_is_skipped(self) -> None:
+        code = self.TRAINER.replace("                self.state_0, self.state_1 = self.state_1, self.state_0\n", "")
+        self.assertCodemod(code, code, line=10, arg="self.state_1.particle_qd", expected_skip=True)
+
+
 class TestFreshFill(CodemodTest):
     TRANSFORM = FreshFill
 

@@ -258,6 +258,9 @@ def _wf104(site: _Site) -> str | None:
         return None
     if _rotated_slot(data.get("arg")):
         return None  # the codemod may rebuild the rotated slots instead
+    state = _swapped_state(site, str(data.get("arg") or ""))
+    if state is not None:
+        return site.rebind(*state, f"line {site.line}")  # a fresh state per step (the codemod's _fresh_state)
     call = site.on_line(ast.Call, lambda c: bool(_writes(c)[0]))
     if call is None:
         return site.refused("no two-buffer swap `a, b = b, a`")
@@ -267,6 +270,32 @@ def _wf104(site: _Site) -> str | None:
     if hit is None or (wanted is None and len(outputs) != 1):
         return site.refused("cannot tell which output of the launch is the ping-pong buffer")
     return _fresh_before(site, call, hit, inputs)
+
+
+def _swapped_state(site: _Site, arg: str) -> tuple[ast.expr, ast.stmt] | None:
+    """(state, step statement) where WF104's codemod gives the step a fresh state (``_fresh_state``): a
+    non-launch call on the line handed the state whose member ``arg`` is, swapped after it in its loop,
+    and built by one call assigned outside the loop."""
+    for call in _ordered([n for n in site.src.nodes_of(ast.Call) if n.lineno <= site.line <= (n.end_lineno or n.lineno)]):
+        if _writes(call)[0] or _name(call.func) in ("launch", "copy"):
+            continue
+        place = next((a for a in call.args if isinstance(a, (ast.Name, ast.Attribute))
+                      and (arg == site.code(a) or arg.startswith(site.code(a) + "."))), None)
+        stmt = site.statement_of(call)
+        loop = next((p for p in _ancestors(site, call) if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
+        if place is None or stmt is None or loop is None or stmt not in loop.body:
+            continue
+        text = site.code(place)
+        after = loop.body[loop.body.index(stmt) + 1:]
+        if not any(isinstance(s, ast.Assign) and text in [site.code(p) for p in _swap_places(s) or ()] for s in after):
+            continue
+        inside = {id(n) for n in ast.walk(loop)}
+        built = [a for a in site.src.nodes_of(ast.Assign) if id(a) not in inside and len(a.targets) == 1
+                 and site.code(a.targets[0]) == text]
+        if len(built) == 1 and isinstance(built[0].value, ast.Call) and all(
+                isinstance(a, (ast.Name, ast.Attribute, ast.Constant)) for a in built[0].value.args):
+            return place, stmt
+    return None
 
 
 def _fresh_before(site: _Site, call: ast.Call, hit: ast.expr, inputs: list[ast.expr]) -> str | None:
