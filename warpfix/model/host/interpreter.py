@@ -124,11 +124,13 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         a list of known length, its entries in insertion order."""
         view = self.new(f"{d.label}.{how}()", "list")
         for i, (key, value) in enumerate(list(d.items.items())):
-            name = self.new(repr(key), "const", value=key)
-            if how == "items":
-                pair = self.new(f"({key!r}, {value.label})", "list", length=2)
-                pair.items["0"], pair.items["1"] = name, value
-            view.items[str(i)] = pair if how == "items" else value if how == "values" else name
+            entry = name = self.new(repr(key), "const", value=key)
+            if how == "values":
+                entry = value
+            elif how == "items":
+                entry = self.new(f"({key!r}, {value.label})", "list", length=2)
+                entry.items["0"], entry.items["1"] = name, value
+            view.items[str(i)] = entry
         view.length = len(view.items)
         return view
 
