@@ -325,9 +325,9 @@ class ZeroTape(FindingCommand):
         if not lasts or len(names) != 1:
             return False
         name = names.pop()
+        # any ``<name>.<method>(...)``: an instance handed to a helper (``run(example)``) calls it too
         calls = [c for c in self.nodes(self.tree, cst.Call)
-                 if isinstance(c.func, cst.Attribute) and c.func.attr.value == name and isinstance(c.func.value, cst.Name)
-                 and (c.func.value.value in instances or self._is_self_call(c, name))]
+                 if isinstance(c.func, cst.Attribute) and c.func.attr.value == name and isinstance(c.func.value, cst.Name)]
         if any(self.statement_of(c) not in lasts for c in calls):
             return False  # also run where no backward precedes it
         method = methods[name]

@@ -312,12 +312,15 @@ def test_the_zero_goes_into_the_method_the_training_loop_consumes_gradients_with
         text, "inputs=[w, w.grad, 0.1])\n", "inputs=[w, w.grad, 0.1])\n        self.tape.zero()\n")
 
 
+@pytest.mark.parametrize("before", ["trainer.step()\n", "def warm(example):\n    example.step()\n\n\nwarm(trainer)\n"],
+                         ids=["direct", "through-a-helper"])
 def test_no_zero_goes_into_a_consuming_method_that_also_runs_before_any_backward(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    before: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``trainer.step()`` also called before the loop: ``self.tape`` is still None there, so a zero in
-    ``step()`` would crash the program; the next strategy zeroes ``w.grad`` before the backward instead."""
-    text = SIBLING_CONSUMER.replace("{before}", "trainer.step()\n")
+    """``step()`` also called before the loop (directly, or by a helper handed the trainer): ``self.tape`` is
+    still None there, so a zero in ``step()`` would crash the program; the next strategy zeroes ``w.grad``
+    before the backward instead."""
+    text = SIBLING_CONSUMER.replace("{before}", before)
     (tmp_path / "main.py").write_text(text, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
