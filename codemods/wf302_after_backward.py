@@ -143,8 +143,12 @@ class MoveAcrossBackward(FindingCommand):
         if call is None or written in map(self.code, launch_writes(call)[1]):
             raise self.not_applicable(f"{no_backward}, and the statement does not write `{written}` as a pure output")
         target = next(o for o in launch_writes(call)[0] if self.code(o) == written)
+        member = written[len("self."):] if written.startswith("self.") and written.count(".") == 1 else None
         for node in self.nodes(self.tree, (cst.Name, cst.Attribute, cst.Subscript)):
-            if self.code(node) != written or self._plain_use(node):
+            # ``self.tip``, and ``trainer.tip`` outside the class
+            same = self.code(node) == written or member is not None and isinstance(node, cst.Attribute) and (
+                node.attr.value == member and isinstance(node.value, cst.Name))
+            if not same or self._plain_use(node):
                 continue
             raise self.not_applicable(f"{no_backward}, and `{written}` is used at line {self.pos(node).start.line} "
                                       "where a copy of it would not reach")

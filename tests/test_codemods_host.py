@@ -539,6 +539,12 @@ class TestWriteIntoCopy(CodemodTest):
         self.assertCodemod(before, before, line=self._write_line(before), written="self.tip", tape="self.tape",
                            expected_skip=True)
 
+    def test_an_array_handed_on_outside_the_class_gets_no_copy(self) -> None:
+        before = self.TRAINER.replace("{extra}", "self.x = None") + (
+            "\n\n        trainer = Trainer()\n        opt = SGD([trainer.tip])\n")
+        self.assertCodemod(before, before, line=self._write_line(before), written="self.tip", tape="self.tape",
+                           expected_skip=True)
+
     def test_an_update_that_reads_what_it_writes_gets_no_copy(self) -> None:
         before = self.TRAINER.replace("{extra}", "self.x = None").replace(
             "inputs=[self.x0], outputs=[self.tip]", "inputs=[self.tip], outputs=[self.tip]")
