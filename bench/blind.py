@@ -99,9 +99,8 @@ def score(runner: Runner, corpus: Path, entry: dict, ok_out: str, apply_check: b
         shutil.copytree(folder, fixed)
         extra = ["--check", ".", "--", sys.executable, main] if mode == "apply_check" else ["."]
         runner.warpfix(fixed, "apply", "--no-cache", *extra, timeout=3600)
-        changed = (fixed / main).read_text(encoding="utf-8") != (folder / main).read_text(encoding="utf-8") or any(
-            (fixed / p.relative_to(folder)).read_text(encoding="utf-8") != p.read_text(encoding="utf-8")
-            for p in folder.rglob("*.py"))
+        changed = any((fixed / p.relative_to(folder)).read_text(encoding="utf-8") != p.read_text(encoding="utf-8")
+                      for p in folder.rglob("*.py"))
         rc, out = runner.run(fixed, main)
         row[f"{mode}_right"] = changed and rc == 0 and out == ok_out
         row[f"{mode}_first"] = changed and rc == 0 and first_iteration(out) == first_iteration(ok_out)

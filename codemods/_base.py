@@ -536,3 +536,13 @@ def launch_writes(call: cst.Call) -> tuple[list[cst.BaseExpression], list[cst.Ba
     if call_name(call) == "copy" and positional(call):
         return [positional(call)[0].value], []
     return [], []
+
+
+def method_call(stmt: cst.CSTNode, *methods: str) -> cst.Call | None:
+    """The call when ``stmt`` is a line ``<x>.<method>(...)`` alone (any method when none is named)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+        return None
+    call = stmt.body[0].value
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and (not methods or call_name(call) in methods):
+        return call
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods._base import method_call
 from codemods._tape_reads import TapeReads
 from warpfix.model.grad_reads import cst_grad_locals, cst_grad_owner, cst_reads_grad
 
@@ -87,16 +88,18 @@ class CallerZero(TapeReads):
         consuming = {name for name, m in methods.items() if m is not func and cst_reads_grad(m.body)}
         instances = self._instances(cls)
         lasts: list[cst.BaseStatement] = []
+        names: set[str] = set()  # the consuming method each loop ends with
         for call, instance, loop in self._instance_calls(instances, func.name.value):
             stmt = self.statement_of(call)
             if loop is None or not isinstance(loop.body, cst.IndentedBlock) or stmt not in loop.body.body:
                 return False
             after = list(loop.body.body)[list(loop.body.body).index(stmt) + 1:]
             readers = [s for s in after if cst_reads_grad(s) or self._consuming_call(s, instance, consuming)]
-            if not readers or not self._consuming_call(readers[-1], instance, consuming):
+            last = self._consuming_call(readers[-1], instance, consuming) if readers else None
+            if last is None:
                 return False
             lasts.append(readers[-1])
-        names = {self._consuming_call(s, "", consuming, any_receiver=True) for s in lasts}
+            names.add(last)
         if not lasts or len(names) != 1:
             return False
         name = names.pop()
@@ -136,15 +139,10 @@ class CallerZero(TapeReads):
                 out.append((call, f.value.value, loop))
         return out
 
-    def _consuming_call(self, stmt: cst.BaseStatement, receiver: str, consuming: set[str],
-                        any_receiver: bool = False) -> str | None:
+    def _consuming_call(self, stmt: cst.BaseStatement, receiver: str, consuming: set[str]) -> str | None:
         """The method name when ``stmt`` is just ``<receiver>.<m>(...)`` for a gradient-consuming method m."""
-        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
-            return None
-        call = stmt.body[0].value
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)):
-            return None
-        if call.func.attr.value not in consuming or not (any_receiver or call.func.value.value == receiver):
+        call = method_call(stmt, *consuming) if consuming else None
+        if call is None or not (isinstance(call.func.value, cst.Name) and call.func.value.value == receiver):
             return None
         return call.func.attr.value
 

@@ -136,7 +136,7 @@ class FreshOutput(FindingCommand):
         for a swapped pair). False when the finding's call is no such step."""
         arg = str(self.data["arg"] or "")
         for call in self.nodes(self.tree, cst.Call):
-            if not self._covers(call) or launch_writes(call)[0] or call_name(call) in ("launch", "copy"):
+            if not self._covers(call) or call_name(call) in ("launch", "copy"):
                 continue
             place = next((a.value for a in call.args if isinstance(a.value, (cst.Name, cst.Attribute))
                           and (arg == self.code(a.value) or arg.startswith(self.code(a.value) + "."))), None)

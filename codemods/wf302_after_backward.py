@@ -38,18 +38,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods._base import FindingCommand, NotApplicable, call_name, dotted, launch_writes
+from codemods._base import FindingCommand, NotApplicable, call_name, dotted, launch_writes, method_call
 from warpfix.model.grad_reads import cst_reads_grad
-
-
-def _method_call(stmt: cst.CSTNode, *methods: str) -> cst.Call | None:
-    """The call when ``stmt`` is a line ``<x>.<method>(...)`` alone."""
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
-        return None
-    call = stmt.body[0].value
-    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call_name(call) in methods:
-        return call
-    return None
 
 
 class MoveAcrossBackward(FindingCommand):
@@ -104,7 +94,7 @@ class MoveAcrossBackward(FindingCommand):
                 (
                     s
                     for s in reversed(block[:index])
-                    if (c := _method_call(s, "zero", "reset")) is not None and self._is_tape(c)
+                    if (c := method_call(s, "zero", "reset")) is not None and self._is_tape(c)
                 ),
                 None,
             )
@@ -140,9 +130,10 @@ class MoveAcrossBackward(FindingCommand):
         an object that holds the old array (an optimizer's parameter list) would not see the copy."""
         no_backward = "no `tape.backward(...)` statement follows in the same block"
         call = next((c for c in self.nodes(stmt, cst.Call) if written in map(self.code, launch_writes(c)[0])), None)
-        if call is None or written in map(self.code, launch_writes(call)[1]):
+        outputs, inputs = launch_writes(call) if call is not None else ([], [])
+        if call is None or written in map(self.code, inputs):
             raise self.not_applicable(f"{no_backward}, and the statement does not write `{written}` as a pure output")
-        target = next(o for o in launch_writes(call)[0] if self.code(o) == written)
+        target = next(o for o in outputs if self.code(o) == written)
         member = written[len("self."):] if written.startswith("self.") and written.count(".") == 1 else None
         for node in self.nodes(self.tree, (cst.Name, cst.Attribute, cst.Subscript)):
             # ``self.tip``, and ``trainer.tip`` outside the class
@@ -165,12 +156,14 @@ class MoveAcrossBackward(FindingCommand):
         if isinstance(parent, cst.AssignTarget):
             return True
         call = next((a for a in self.ancestors(node) if isinstance(a, cst.Call)), None)
-        return call is not None and call_name(call) in ("launch", "copy") and any(
-            node is e or any(node is n for n in self.nodes(e, type(node))) for e in [*launch_writes(call)[0], *launch_writes(call)[1]])
+        if call is None or call_name(call) not in ("launch", "copy"):
+            return False
+        arguments = [*launch_writes(call)[0], *launch_writes(call)[1]]
+        return any(a is e for a in (node, *self.ancestors(node)) for e in arguments)  # inside an argument
 
     def _backward_after(self, block: Sequence[cst.BaseStatement], index: int) -> cst.BaseStatement | None:
         for s in block[index + 1:]:
-            call = _method_call(s, "backward")
+            call = method_call(s, "backward")
             if call is not None and self._is_tape(call):
                 return s
         return None

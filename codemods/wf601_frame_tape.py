@@ -27,7 +27,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-from codemods._base import FindingCommand, is_warp_call
+from codemods._base import FindingCommand, is_warp_call, method_call
 from codemods.wf601_hoist import HoistWindowTape
 from warpfix.finding import Finding
 
@@ -90,8 +90,8 @@ class OneTapeOverPasses(FindingCommand):
 
     def _resets(self, stmt: cst.BaseStatement, tape: str) -> bool:
         """``<tape>.reset()`` as a statement of its own."""
-        return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
-                and isinstance(stmt.body[0].value, cst.Call) and self._uses(stmt, tape, ("reset",)))
+        call = method_call(stmt, "reset")
+        return call is not None and self.code(call.func.value) == tape
 
     def _rebinds(self, root: cst.CSTNode, tape: str) -> int:
         targets = [t.target for t in self.nodes(root, cst.AssignTarget)]
@@ -136,12 +136,8 @@ class OneTapeOverSeededWindows(OneTapeOverPasses):
 
     def _seeded(self, stmt: cst.BaseStatement) -> str | None:
         """``x.grad`` of a statement ``x.grad.fill_(...)`` / ``x.grad.assign(...)``."""
-        expr = stmt.body[0].value if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(
-            stmt.body[0], cst.Expr) else None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
-                "fill_", "assign"):
-            return self.code(expr.func.value)
-        return None
+        call = method_call(stmt, "fill_", "assign")
+        return self.code(call.func.value) if call is not None else None
 
 
 class WF601Fixes(HoistWindowTape):

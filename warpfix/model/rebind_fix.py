@@ -277,7 +277,7 @@ def _swapped_state(site: _Site, arg: str) -> tuple[ast.expr, ast.stmt] | None:
     non-launch call on the line handed the state whose member ``arg`` is, swapped after it in its loop,
     and built by one call assigned outside the loop."""
     for call in _ordered([n for n in site.src.nodes_of(ast.Call) if n.lineno <= site.line <= (n.end_lineno or n.lineno)]):
-        if _writes(call)[0] or _name(call.func) in ("launch", "copy"):
+        if _name(call.func) in ("launch", "copy"):
             continue
         place = next((a for a in call.args if isinstance(a, (ast.Name, ast.Attribute))
                       and (arg == site.code(a) or arg.startswith(site.code(a) + "."))), None)
