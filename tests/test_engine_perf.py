@@ -77,8 +77,8 @@ def test_the_check_streams_the_traces_and_drops_each_one(monkeypatch) -> None:
     seen: list[weakref.ref] = []
     alive_at_yield: list[int] = []
 
-    def counted(self):
-        for trace in real(self):
+    def counted(self, every_root=False):
+        for trace in real(self, every_root):
             gc.collect(0)  # what the collector of the tracing pass would free by now
             alive_at_yield.append(sum(ref() is not None for ref in seen))
             seen.append(weakref.ref(trace))

@@ -217,13 +217,7 @@ def _check_streamed(project: Project, rules: list[Rule], jobs: int) -> list[list
     interpreted, shown to every rule and to the project's trace summary, and dropped, so that memory
     holds one root's trace at a time. The project-level parts of the rules run after the last trace
     (with ``jobs > 1`` on a large project, in forked workers: the output is the same)."""
-    per_rule: list[list[Finding]] = [[] for _ in rules]
-    live = [k for k, rule in enumerate(rules) if _run_stage(per_rule[k], rule.begin, project)]
-    summary = TraceSummary()
-    for trace in project.iter_traces():
-        summary.add(trace)
-        live = [k for k in live if _run_stage(per_rule[k], rules[k].check_trace, project, trace)]
-        del trace  # not held while the next root is traced
+    per_rule, live, summary = _stream_traces(project, rules)
     project.__dict__["trace_summary"] = summary  # the cached property, from the traces just seen
     gc.freeze()  # what the rules keep of the traces is never rescanned
     if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
@@ -233,6 +227,20 @@ def _check_streamed(project: Project, rules: list[Rule], jobs: int) -> list[list
         for k in live:
             _run_stage(per_rule[k], rules[k].check_project, project)
     return per_rule
+
+
+def _stream_traces(project: Project, rules: list[Rule]) -> tuple[list[list[Finding]], list[int], TraceSummary]:
+    """Each rule's findings from the traces (``begin`` and ``check_trace``), the rules still running
+    after them, and the trace summary. Only the roots that may create a tape are traced: a rule
+    reads nothing else of a trace (:meth:`warpfix.model.Project.iter_traces`)."""
+    per_rule: list[list[Finding]] = [[] for _ in rules]
+    live = [k for k, rule in enumerate(rules) if _run_stage(per_rule[k], rule.begin, project)]
+    summary = TraceSummary()
+    for trace in project.iter_traces():
+        summary.add(trace)
+        live = [k for k in live if _run_stage(per_rule[k], rules[k].check_trace, project, trace)]
+        del trace  # not held while the next root is traced
+    return per_rule, live, summary
 
 
 def _run_stage(found: list[Finding], stage: Callable[..., Iterable[Finding] | None], *args: object) -> bool:

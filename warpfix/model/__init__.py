@@ -42,6 +42,7 @@ class Project:
     # files left out of the model (an editor's unrelated neighbours) record (a kernel launch, anything)
     # on a tape: the project-wide switches of TapeReach and TapedIndex, as if they were in it
     recorded_elsewhere: tuple[bool, bool] = (False, False)
+    roots_skipped: int = 0  # roots the last :meth:`iter_traces` did not run: they cannot create a tape
 
     @cached_property
     def _kernels_by_name(self) -> dict[str, list[KernelDef]]:
@@ -60,14 +61,20 @@ class Project:
 
     @cached_property
     def traces(self) -> list[Trace]:
-        """Every host trace, kept (tests, the editor's quick fixes, one rule run alone). The engine
-        streams them instead (:meth:`iter_traces`), so that a check holds one root's trace at a time."""
-        return list(self.iter_traces())
+        """Every host trace, kept (tests, the editor's quick fixes, one rule run alone), the roots that
+        cannot create a tape included. The engine streams them instead (:meth:`iter_traces`), so that
+        a check holds one root's trace at a time."""
+        return list(self.iter_traces(every_root=True))
 
-    def iter_traces(self) -> Iterator[Trace]:
+    def iter_traces(self, every_root: bool = False) -> Iterator[Trace]:
         """Host traces, each yielded as soon as its root is interpreted: each file's module body,
         then every function or method no module body reached. A consumer that keeps no trace holds
-        one root's events at a time, whatever the size of the project."""
+        one root's events at a time, whatever the size of the project. Unless ``every_root``, the
+        roots whose run cannot create a tape are skipped (:mod:`warpfix.model.host.tape_roots`;
+        :attr:`roots_skipped` counts them): nothing they trace is recorded on a tape or is a tape
+        operation, and no rule reads anything else of a trace. Kernel-body rules never need an
+        untaped launch either: with no launch recorded they report every kernel
+        (:mod:`warpfix.model.reach`)."""
         # imported here: commands that interpret nothing (``rules``) do not load the interpreter
         from warpfix.model.host import HostInterpreter
 
@@ -76,8 +83,9 @@ class Project:
             by_module.setdefault(src.module_name, src)
             by_module.setdefault(src.module_name.rsplit(".", 1)[-1], src)
         interp = HostInterpreter(self.files, self.kernels, by_module, self.library)
+        self.roots_skipped = 0
         with _young_collections():
-            for trace in self._interpret(interp):
+            for trace in self._interpret(interp, every_root):
                 if trace.events:
                     yield trace
                 del trace  # not held while the next root is traced
@@ -92,20 +100,35 @@ class Project:
             summary.add(trace)
         return summary
 
-    def _interpret(self, interp: HostInterpreter) -> Iterator[Trace]:
+    def _interpret(self, interp: HostInterpreter, every_root: bool) -> Iterator[Trace]:
         from warpfix.model.host import iter_roots
+        from warpfix.model.host.tape_roots import TapeRoots
 
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
+        roots = None if every_root else TapeRoots(
+            self.files, interp, self.library, set(interp.module_suffixes), interp.effectful)
+
+        def runs(units: list[ast.AST], classes: tuple[ast.ClassDef, ...] = ()) -> bool:
+            if roots is None or roots.may_tape(units, classes):
+                return True
+            self.roots_skipped += 1
+            return False
+
         for src in relevant:
-            yield from _run_root(interp.run_module, src)
+            if runs([src.tree]):
+                yield from _run_root(interp.run_module, src)
         for src in relevant:
             for node, methods in iter_roots(src):
                 if isinstance(node, ast.ClassDef):
                     todo = [m for m in methods if id(m) not in interp.inlined]
+                    if roots is not None and todo and not roots.may_tape(todo, (node,)):
+                        self.roots_skipped += len(todo)  # no method of the class may: asked once
+                        continue
+                    todo = [m for m in todo if len(todo) == 1 or runs([m], (node,))]
                     if todo and self.kernel_for_node(node) is None:
                         yield from _run_root(interp.run_class, src, node, todo)
-                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None:
+                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None and runs([node]):
                     yield from _run_root(interp.run_function, src, node)
 
     def kernel_for_node(self, node: object) -> KernelDef | None:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.facts import Buffer, Event, Trace
+from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.hazards import Touch, unresolved_element
-from warpfix.model.tapeflow import forget_reset_tape
+from warpfix.model.tapeflow import conditional_launch, forget_reset_tape, line_ref, next_backward
 from warpfix.model.value_reads import event_overwrites, event_sensitive_reads, tape_ids
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -107,7 +107,7 @@ tape.backward(loss)
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         live: dict[int, dict[int, Touch]] = {}  # tape -> root buffer id -> first recorded read
-        for ev in trace.events:
+        for idx, ev in enumerate(trace.events):
             if forget_reset_tape(ev, live):
                 continue
             writes = event_overwrites(ev)
@@ -116,30 +116,40 @@ tape.backward(loss)
             for buf, _param in writes:
                 if unresolved_element(buf):
                     continue
-                for reads in live.values():
+                for tape, reads in live.items():
                     earlier = reads.get(buf.root().id)
                     if earlier is None or earlier.buffer.id == buf.id or earlier.event is ev:
                         continue
                     if buf.view_of is None and earlier.buffer.view_of is None:
                         continue
-                    yield self._report(ev, buf, earlier)
+                    if exclusive(ev, earlier.event):
+                        continue
+                    bwd = next_backward(trace.events, idx, tape)
+                    if bwd is None:  # no backward replays the read after this write
+                        continue
+                    yield self._report(ev, buf, earlier, bwd)
                     break
             if ev.recorded:
                 for buf, param in event_sensitive_reads(ev):
                     for tape in tape_ids(ev):
                         live.setdefault(tape, {}).setdefault(buf.root().id, Touch(ev, buf, param))
 
-    def _report(self, ev: Event, buf: Buffer, earlier: Touch) -> Finding:
+    def _report(self, ev: Event, buf: Buffer, earlier: Touch, bwd: Event) -> Finding:
         name = ev.name_of(buf)
         view = buf if buf.view_of is not None else earlier.buffer
         base = view.root()
         related = [(earlier.event.span, f"`{earlier.name}` read here by {earlier.describe()}")]
         if view.origin is not None:
             related.append((view.origin, f"`{view.label}` created here as a view of `{base.label}`"))
+        related.append((bwd.span, "backward here"))
+        data: dict[str, object] = {"view": name} if view is buf else {}
+        if conditional_launch(earlier.event):  # the tape may not record the read (``if cfg.x:`` in a callee)
+            data["conditional"] = True
         return self.finding(
             ev.span,
             f"`{name}` shares memory with `{earlier.name}`, which {earlier.describe()} read on the tape; this "
-            "write happens before backward and neither the tape nor the overwrite tracker sees the alias",
-            data={"view": name} if view is buf else {},
+            f"write happens before the backward ({line_ref(bwd.span, ev.span)}) and neither the tape nor the "
+            "overwrite tracker sees the alias",
+            data=data,
             related=tuple(related),
         )

@@ -98,27 +98,12 @@ class _Scopes:
         return any(name in _params(fn) or name in self.stores.get(id(fn), ()) for fn in scope)
 
 
-class _Links:
-    """Call sites resolved to project definitions, by the interpreter's module resolution."""
+class ModuleNames:
+    """Module-level names and ``module.name`` chains resolved to project definitions, by the
+    interpreter's module resolution."""
 
-    def __init__(self, files: dict[str, SourceFile], resolver: Resolver) -> None:
+    def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
-        self.methods: dict[str, list[int]] = {}  # method name -> ids of every class-body def of that name
-        self.functions: dict[str, list[int]] = {}  # name -> ids of every def that is not a method
-        self.subclasses: dict[int, list[ast.ClassDef]] = {}
-        self.class_file: dict[int, SourceFile] = {}
-        self.local_defs: dict[int, dict[str, ast.FunctionDef]] = {}  # id(function) -> the defs in its body
-        for src in files.values():
-            for fn in src.nodes_of(ast.FunctionDef):
-                owner = src.parents.get(id(fn))
-                (self.methods if isinstance(owner, ast.ClassDef) else self.functions).setdefault(
-                    fn.name, []).append(id(fn))
-            for cls in src.nodes_of(ast.ClassDef):
-                self.class_file[id(cls)] = src
-        for src in files.values():
-            for cls in src.nodes_of(ast.ClassDef):
-                for base in self.bases(src, cls):
-                    self.subclasses.setdefault(id(base[1]), []).append(cls)
 
     def lookup(self, src: SourceFile, name: str, depth: int = 0) -> Target | None:
         """What a module-level name of ``src`` is (as ``HostInterpreter.defined_global`` finds it)."""
@@ -158,6 +143,29 @@ class _Links:
             if owner is not None and isinstance(owner[1], ast.Module):
                 return self.lookup(owner[0], e.attr)
         return None
+
+
+class _Links(ModuleNames):
+    """Call sites resolved to project definitions, by the interpreter's module resolution."""
+
+    def __init__(self, files: dict[str, SourceFile], resolver: Resolver) -> None:
+        super().__init__(resolver)
+        self.methods: dict[str, list[int]] = {}  # method name -> ids of every class-body def of that name
+        self.functions: dict[str, list[int]] = {}  # name -> ids of every def that is not a method
+        self.subclasses: dict[int, list[ast.ClassDef]] = {}
+        self.class_file: dict[int, SourceFile] = {}
+        self.local_defs: dict[int, dict[str, ast.FunctionDef]] = {}  # id(function) -> the defs in its body
+        for src in files.values():
+            for fn in src.nodes_of(ast.FunctionDef):
+                owner = src.parents.get(id(fn))
+                (self.methods if isinstance(owner, ast.ClassDef) else self.functions).setdefault(
+                    fn.name, []).append(id(fn))
+            for cls in src.nodes_of(ast.ClassDef):
+                self.class_file[id(cls)] = src
+        for src in files.values():
+            for cls in src.nodes_of(ast.ClassDef):
+                for base in self.bases(src, cls):
+                    self.subclasses.setdefault(id(base[1]), []).append(cls)
 
     def bases(self, src: SourceFile, cls: ast.ClassDef) -> list[tuple[SourceFile, ast.ClassDef]]:
         out = []

@@ -55,7 +55,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
                         if _is_property(stmt):
                             self.property_names.add(stmt.name)
         self.effectful = _effectful_functions(files, self, library, set(self.module_suffixes))
-        self.too_costly: set[int] = set()  # functions whose inlining once ran past CALL_STEPS
+        self.too_costly: set[int] = set()  # functions whose inlining ran past CALL_STEPS in this root
         self.call_limits: list[int] = []
         self.loop_nodes: dict[int, list[ast.AST]] = {}  # id(for loop) -> every node of its body
         # id(node) -> (node, its span): a site runs again in every unrolled pass, inlined call and root
@@ -388,3 +388,5 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.call_stack = []
         self.func_stack = []
         self.globals = {}
+        # per root, so that what a root sees does not depend on which roots ran before it
+        self.too_costly = set()
