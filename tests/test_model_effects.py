@@ -106,10 +106,10 @@ def _effectful(sources: dict[str, str]) -> set[str]:
     for src in files.values():
         for node in src.nodes_of(ast.ClassDef):
             for fn in node.body:
-                if isinstance(fn, ast.FunctionDef) and id(fn) in interp.effectful:
+                if isinstance(fn, ast.FunctionDef) and (src.path, fn.lineno, fn.col_offset) in interp.effectful:
                     names.add(f"{node.name}.{fn.name}")
         for fn in src.tree.body:
-            if isinstance(fn, ast.FunctionDef) and id(fn) in interp.effectful:
+            if isinstance(fn, ast.FunctionDef) and (src.path, fn.lineno, fn.col_offset) in interp.effectful:
                 names.add(fn.name)
     return names
 

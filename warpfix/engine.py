@@ -33,6 +33,9 @@ __all__ = ["InputError", "discover", "read_source"]  # re-exported: discovery li
 CACHE_DIR = ".warpfix_cache"
 MAX_NESTING = 200  # AST depth beyond which the model's recursive walks cannot go
 PARALLEL_MIN_FILES = 32  # smaller projects check faster than a process pool starts
+# source above which a check releases each file's syntax tree once it is summarised (parsed again
+# where an analysis looks into it): memory follows what the analyses read, not the project's size
+RELEASE_ABOVE_BYTES = 2_000_000
 
 
 @dataclass
@@ -406,9 +409,10 @@ def check_paths(
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
                                skipped=dict(found.skipped))
+    parse = parse_and_release if sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES else parse_file
     with _collector_paused():
-        files, parse_errors = _parse_all(relevant)
-        _follow_imports(files, parse_errors)
+        files, parse_errors = _parse_all(relevant, parse)
+        _follow_imports(files, parse_errors, parse)
         project = build_checked(files, version, parse_errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config,
                          jobs=jobs if jobs > 0 else default_jobs())
@@ -418,18 +422,31 @@ def check_paths(
     return CheckResult(findings, errors + parse_errors, len(texts), sources, skipped=dict(found.skipped))
 
 
-def _parse_all(texts: dict[str, str]) -> tuple[dict[str, SourceFile], list[InputError]]:
+def _parse_all(texts: dict[str, str], parse: ParseFn = parse_file) -> tuple[dict[str, SourceFile], list[InputError]]:
     """Parse in this process: sending syntax trees back from worker processes costs more than
     parsing them (measured: twice the CPU and a longer wall time on warp's sources)."""
     out: dict[str, SourceFile] = {}
     errors: list[InputError] = []
     for path, text in sorted(texts.items()):
-        parsed, err = parse_file(path, text)
+        parsed, err = parse(path, text)
         if parsed is None:
             errors.append(InputError(path, err or "cannot parse"))
         else:
             out[path] = parsed
     return out, errors
+
+
+def parse_and_release(path: str, text: str) -> tuple[SourceFile | None, str | None]:
+    """:func:`parse_file`, then what the model needs of the file read and its tree released: a
+    large project holds a tree only for the files its analyses look into (parsed again then)."""
+    parsed, err = parse_file(path, text)
+    if parsed is not None:
+        try:
+            parsed.scan()
+        except RecursionError:
+            return None, "nesting too deep for the analysis, skipped"
+        parsed.release()
+    return parsed, err
 
 
 # ---------------------------------------------------------------------------------- cache

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from warpfix.model.trace_summary import TraceSummary
 
 if TYPE_CHECKING:
     from warpfix.model.host import HostInterpreter
+    from warpfix.model.summary import Key
 
 __all__ = ["Project", "SourceFile", "build_project", "module_name_for"]
 
@@ -101,42 +101,44 @@ class Project:
         return summary
 
     def _interpret(self, interp: HostInterpreter, every_root: bool) -> Iterator[Trace]:
-        from warpfix.model.host import iter_roots
         from warpfix.model.host.tape_roots import TapeRoots
 
         # only files that launch, copy or tape anything can start a trace; others are reached by calls
         relevant = [src for src in self.files.values() if src.warp and _has_host_effects(src.text)]
-        roots = None if every_root else TapeRoots(
-            self.files, interp, self.library, set(interp.module_suffixes), interp.effectful)
+        roots = None if every_root else TapeRoots(interp.links)
 
-        def runs(units: list[ast.AST], classes: tuple[ast.ClassDef, ...] = ()) -> bool:
+        def runs(units: list[Key], classes: tuple[Key, ...] = ()) -> bool:
             if roots is None or roots.may_tape(units, classes):
                 return True
             self.roots_skipped += 1
             return False
 
         for src in relevant:
-            if runs([src.tree]):
+            if runs([src.summary.module_key()]):
                 yield from _run_root(interp.run_module, src)
         for src in relevant:
-            for node, methods in iter_roots(src):
-                if isinstance(node, ast.ClassDef):
-                    todo = [m for m in methods if id(m) not in interp.inlined]
-                    if roots is not None and todo and not roots.may_tape(todo, (node,)):
-                        self.roots_skipped += len(todo)  # no method of the class may: asked once
+            summary = src.summary
+            for key, methods in summary.roots:
+                if key in self._kernels_at:  # a kernel, func or struct: not host code
+                    continue
+                if key in summary.classes:
+                    if roots is not None and methods and not roots.may_tape(methods, (key,)):
+                        self.roots_skipped += len(methods)  # no method of the class may: asked once
                         continue
-                    todo = [m for m in todo if len(todo) == 1 or runs([m], (node,))]
-                    if todo and self.kernel_for_node(node) is None:
-                        yield from _run_root(interp.run_class, src, node, todo)
-                elif id(node) not in interp.inlined and self.kernel_for_node(node) is None and runs([node]):
-                    yield from _run_root(interp.run_function, src, node)
-
-    def kernel_for_node(self, node: object) -> KernelDef | None:
-        return self._kernel_nodes.get(id(node))
+                    todo = [m for m in methods if len(methods) == 1 or runs([m], (key,))]
+                    # the file's tree is read from here on
+                    fns = [fn for m in todo if id(fn := src.definition_at(*m[1:])) not in interp.inlined]
+                    if fns:
+                        yield from _run_root(interp.run_class, src, src.definition_at(*key[1:]), fns)
+                elif runs([key]):
+                    node = src.definition_at(*key[1:])
+                    if id(node) not in interp.inlined:
+                        yield from _run_root(interp.run_function, src, node)
 
     @cached_property
-    def _kernel_nodes(self) -> dict[int, KernelDef]:
-        return {id(k.node): k for k in self.kernels}
+    def _kernels_at(self) -> dict[Key, KernelDef]:
+        """The kernels (funcs, structs...) by the place of their definition."""
+        return {(k.path, *k.key): k for k in self.kernels}
 
 
 YOUNG_LIMIT = 50_000  # objects allocated since the last collection after which a root's garbage is collected
@@ -211,7 +213,10 @@ def build_project(files: dict[str, SourceFile], warp_version: tuple[int, ...] = 
     packages on this interpreter's search path)."""
     kernels: list[KernelDef] = []
     for src in files.values():
-        if src.warp:
+        scanned = src.take_kernels()
+        if scanned is not None:
+            kernels.extend(scanned)
+        elif src.warp:
             kernels.extend(find_kernels(src))
     fold_func_calls(kernels)
     return Project(files, warp_version, kernels, library if library is not None else shared_index())

@@ -64,6 +64,8 @@ def project_overwrites(project: Project) -> bool:
     """Whether ``wp.config.enable_vector_component_overwrites = True`` or a module option turns
     on the copy-on-write lowering somewhere in the project."""
     for src in project.files.values():
+        if "enable_vector_component_overwrites" not in src.text:
+            continue  # no syntax tree is read for nothing
         for node in src.nodes_of(ast.Assign):
             if (
                 isinstance(node.value, ast.Constant)

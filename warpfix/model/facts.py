@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from warpfix.finding import Span
+
+if TYPE_CHECKING:
+    from warpfix.model.source import SourceFile
 
 AccessKind = Literal["read", "write", "rmw", "inplace_mul", "accum", "atomic"]
 LoopKind = Literal["static", "dynamic"]
@@ -84,13 +87,44 @@ class KernelDef:
     kind: KernelKind
     path: str
     span: Span  # the def/class line
-    node: ast.FunctionDef | ast.ClassDef
+    _node: ast.FunctionDef | ast.ClassDef | None
     params: dict[str, ParamFacts]  # ordered as declared; struct fields appear as "p.field"
     options: dict[str, object] = field(default_factory=dict)  # decorator kwargs (enable_backward=...)
     target: str | None = None  # func_grad/func_replay: the name of the func it customises
     struct_fields: dict[str, str] = field(default_factory=dict)  # @wp.struct: field -> annotation
     # calls to non-warp functions in the body: (callee name, args, enclosing loops, call node)
     calls: list[tuple[str, list[ast.expr], tuple[LoopKind, ...], ast.Call]] = field(default_factory=list)
+    # the file it is defined in: its node is found there again after the file's tree was released
+    source: SourceFile | None = field(default=None, repr=False, compare=False)
+    key: tuple[int, int] = (0, 0)  # line and column of the def/class (set from the node)
+    lines: tuple[int, int] = (0, 0)  # first line (decorators included) and last line of the definition
+    is_function: bool = True  # a def (not a @wp.struct class)
+    backward_option: Span | None = None  # the decorator that passes ``enable_backward=...``
+
+    def __post_init__(self) -> None:
+        node = self._node
+        if node is not None:
+            self.key = (node.lineno, node.col_offset)
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            self.lines = (start, getattr(node, "end_lineno", None) or node.lineno)
+            self.is_function = isinstance(node, ast.FunctionDef)
+
+    @property
+    def node(self) -> ast.FunctionDef | ast.ClassDef:
+        """The definition's node (parsed again from its file when its tree was released)."""
+        if self._node is None:
+            assert self.source is not None
+            self._node = self.source.definition_at(*self.key)  # type: ignore[assignment]
+        return self._node  # type: ignore[return-value]
+
+    def release_node(self) -> None:
+        """Forget the node (its file's tree is being released); :attr:`node` finds it again."""
+        if self.source is not None:
+            self._node = None
+
+    def defined_at(self, node: ast.AST) -> bool:
+        """Whether ``node`` (of the definition's file) is the definition."""
+        return (getattr(node, "lineno", None), getattr(node, "col_offset", None)) == self.key
 
     @property
     def positional(self) -> list[str]:

@@ -31,6 +31,12 @@ def _module_imports(src: SourceFile) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
+def module_imports(src: SourceFile) -> list[tuple[int, list[str]]]:
+    """(line, the dotted names it imports) of each module-level import of ``src``, in order (read
+    from its tree: a file summary keeps them, :class:`warpfix.model.summary.FileSummary`)."""
+    return [(imp.lineno, _names(imp)) for imp in _module_imports(src)]
+
+
 def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
@@ -54,13 +60,13 @@ class ImportOrder:
         self.imports: dict[str, list[tuple[int, list[str]]]] = {}
         for src in files.values():
             rows = []
-            for imp in _module_imports(src):
+            for line, names in src.summary.module_imports:  # no syntax tree is read
                 loaded: list[str] = []
-                for name in _names(imp):
+                for name in names:
                     for key in (name, name.rpartition(".")[2]):
                         loaded.extend(p for p in by_name.get(key, ()) if p not in loaded)
                 if loaded:
-                    rows.append((imp.lineno, loaded))
+                    rows.append((line, loaded))
             self.imports[src.path] = sorted(rows, key=lambda row: row[0])
         self._lines = {path: [ln for ln, _ in rows] for path, rows in self.imports.items()}
         # memoised per (path, number of the path's imports above the line): the answer changes only

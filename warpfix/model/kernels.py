@@ -63,7 +63,10 @@ def find_kernels(src: SourceFile) -> Iterator[KernelDef]:
                     options["snippet"] = call.args[0] if call.args else options.get("snippet")
                     if len(call.args) > 1:
                         options["adj_snippet"] = call.args[1]
-            yield _build(src, node, kind, options, target, consts)
+            kd = _build(src, node, kind, options, target, consts)
+            if call is not None and any(kw.arg == "enable_backward" for kw in call.keywords):
+                kd.backward_option = src.span(call)
+            yield kd
             break
 
 
@@ -75,7 +78,7 @@ def _build(
     target: str | None,
     consts: set[str],
 ) -> KernelDef:
-    kd = KernelDef(node.name, kind, src.path, src.span(node), node, {}, options, target)
+    kd = KernelDef(node.name, kind, src.path, src.span(node), node, {}, options, target, source=src)
     if isinstance(node, ast.ClassDef):
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):

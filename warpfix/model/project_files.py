@@ -100,6 +100,7 @@ class ProjectModules:
         self._files = list(files)
         self._by_real: dict[str, SourceFile] | None = None
         self._roots: dict[str, str | None] = {}
+        self._found: dict[str, SourceFile | None] = {}  # the stem of a dotted name -> its file
 
     def find(self, importer: SourceFile, dotted: str) -> SourceFile | None:
         if importer.path not in self._roots:
@@ -111,8 +112,37 @@ class ProjectModules:
         if self._by_real is None:
             self._by_real = {os.path.realpath(f.path): f for f in self._files}
         stem = os.path.join(root, *parts[1:])
-        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
-            hit = self._by_real.get(os.path.realpath(cand))
-            if hit is not None:
-                return hit
-        return None
+        hit = self._found.get(stem, False)
+        if hit is False:
+            hit = None
+            for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+                hit = self._by_real.get(os.path.realpath(cand))
+                if hit is not None:
+                    break
+            self._found[stem] = hit
+        return hit
+
+
+class ModuleResolver:
+    """Which project file an import names: by its dotted name, inside the importer's own package
+    (:class:`ProjectModules`), or as the one module of that name from a sibling folder."""
+
+    def __init__(self, files: Iterable[SourceFile], modules: dict[str, SourceFile]) -> None:
+        self.modules = modules  # dotted module name -> file
+        self.suffixes: dict[str, list[SourceFile]] = {}  # "b.c" -> files of modules "a.b.c", "b.c"
+        for src in {id(f): f for f in modules.values()}.values():
+            parts = src.module_name.split(".")
+            for k in range(len(parts)):
+                self.suffixes.setdefault(".".join(parts[k:]), []).append(src)
+        self.own = ProjectModules(files)
+
+    def resolve(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
+        from warpfix.model.library import LibraryIndex
+
+        full = LibraryIndex.absolute(src, mod, level)  # ``from .x import`` in a package's __init__: its own x
+        if full in self.modules:
+            return self.modules[full]
+        own = self.own.find(src, full) if not level else None  # ``import pkg.x`` inside pkg
+        # the same module named from a sibling folder (scripts importing their neighbours)
+        candidates = self.suffixes.get(full, ())
+        return own or (candidates[0] if len(candidates) == 1 else None)

@@ -147,37 +147,17 @@ def _backward_disabled_files(project: Project) -> set[str]:
 
 def _scan_backward_disabled_files(project: Project) -> set[str]:
     """Files whose module body runs ``wp.set_module_options({"enable_backward": False})`` or
-    sets ``wp.config.enable_backward = False``: no adjoint code is compiled for their kernels."""
-    out: set[str] = set()
-    for path, src in project.files.items():
-        for stmt in src.tree.body:
-            if (
-                isinstance(stmt, ast.Assign)
-                and isinstance(stmt.value, ast.Constant)
-                and stmt.value.value is False
-            ):
-                if any(src.warp_name(t) == "config.enable_backward" for t in stmt.targets):
-                    out.add(path)
-            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                call = stmt.value
-                if (
-                    src.is_warp(call.func, "set_module_options")
-                    and call.args
-                    and isinstance(call.args[0], ast.Dict)
-                ):
-                    for k, v in zip(call.args[0].keys, call.args[0].values, strict=False):
-                        if isinstance(k, ast.Constant) and k.value == "enable_backward":
-                            if isinstance(v, ast.Constant) and v.value is False:
-                                out.add(path)
-    return out
+    sets ``wp.config.enable_backward = False``: no adjoint code is compiled for their kernels (read
+    from the files' summaries, :class:`warpfix.model.summary.FileSummary`)."""
+    return {path for path, src in project.files.items() if src.summary.backward_off}
 
 
 def kernel_defs(project: Project, *kinds: str) -> Iterator[tuple[KernelDef, SourceFile, ast.FunctionDef]]:
     """(definition, its source file, its function node) for every definition of ``kinds``."""
     for kd in project.kernels:
         src = project.files.get(kd.path)
-        if kd.kind in kinds and src is not None and isinstance(kd.node, ast.FunctionDef):
-            yield kd, src, kd.node
+        if kd.kind in kinds and src is not None and kd.is_function:
+            yield kd, src, kd.node  # type: ignore[misc]
 
 
 def iter_taped(
@@ -185,7 +165,10 @@ def iter_taped(
 ) -> Iterator[tuple[KernelDef, SourceFile, ast.FunctionDef, Severity]]:
     """The definitions a kernel-body rule should look at, with the severity to report at."""
     reach = tape_reach(project)
-    for kd, src, fn in kernel_defs(project, *kinds):
-        severity = reach.severity(kd, rule_severity)
+    for kd in project.kernels:
+        src = project.files.get(kd.path)
+        if kd.kind not in kinds or src is None or not kd.is_function:
+            continue
+        severity = reach.severity(kd, rule_severity)  # before the node: only these are looked into
         if severity is not None:
-            yield kd, src, fn, severity
+            yield kd, src, kd.node, severity  # type: ignore[misc]

@@ -6,8 +6,13 @@ import ast
 import itertools
 from array import array
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
+
+if TYPE_CHECKING:
+    from warpfix.model.facts import KernelDef
+    from warpfix.model.summary import FileSummary
 
 
 @dataclass
@@ -75,19 +80,27 @@ def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
 
 @dataclass
 class SourceFile:
+    """A parsed file. Its syntax tree (and the node index built on it) can be released
+    (:meth:`release`) and is parsed again, from the same text, the first time it is asked for: a
+    check of a large project keeps only the trees of the files its analyses look into. What it
+    knows without its tree (path, text, module name, warp names, imports) stays."""
+
     path: str  # as displayed (relative to the cwd when given so)
     text: str
-    tree: ast.Module
+    _tree: ast.Module | None
     warp: WarpNames
     project_imports: list[tuple[str, int, str | None, str | None]]
     module_name: str = ""  # dotted module name relative to the project root ("pkg.sim")
     _lines: list[str] | None = None
     _nodes: list[ast.AST] | None = None
-    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
+    _parents: dict[int, ast.AST] | None = None  # id(node) -> parent node
     _by_type: dict[tuple[type, ...], list] = field(default_factory=dict)
     _positions: dict[type, array] | None = None
     # id(node) -> (node, warp_name(node)): asked for again at every interpretation of the node
     _warp_names: dict[int, tuple[ast.AST, str | None]] = field(default_factory=dict, repr=False)
+    _defs: dict[tuple[int, int], ast.AST] | None = field(default=None, repr=False)
+    _summary: FileSummary | None = field(default=None, repr=False)  # survives a release
+    _kernels: list[KernelDef] | None = field(default=None, repr=False)  # see :meth:`scan`
 
     @classmethod
     def parse(cls, path: str, text: str, module_name: str = "") -> SourceFile:
@@ -95,15 +108,74 @@ class SourceFile:
         nodes, parents = _walk(tree)
         warp, project = _imports(nodes)
         src = cls(path, text, tree, warp, project, module_name)
-        src._nodes, src.parents = nodes, parents
+        src._nodes, src._parents = nodes, parents
         return src
+
+    @property
+    def summary(self) -> FileSummary:
+        """What the file contributes to the project-wide analyses (:mod:`warpfix.model.summary`),
+        computed once: it outlives a :meth:`release`."""
+        if self._summary is None:
+            from warpfix.model.summary import summarize
+
+            self._summary = summarize(self)
+        return self._summary
+
+    @property
+    def tree(self) -> ast.Module:
+        if self._tree is None:
+            self._tree = ast.parse(self.text, filename=self.path)
+        return self._tree
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the syntax tree is in memory now."""
+        return self._tree is not None
+
+    def release(self) -> None:
+        """Drop the syntax tree and everything built on it; the next use parses the text again.
+        Only for a file no analysis holds a node of (the model releases files as it reads them,
+        before any node of theirs is kept)."""
+        self._tree = self._nodes = self._parents = self._positions = self._defs = None
+        self._by_type = {}
+        self._warp_names = {}
+        for k in self._kernels or ():
+            k.release_node()
+
+    def scan(self) -> None:
+        """Read from the tree what a model of the project needs of every file: the summary, and the
+        kernel facts (taken by the next :func:`warpfix.model.build_project`); then the tree can be
+        released."""
+        from warpfix.model.kernels import find_kernels
+
+        _ = self.summary
+        self._kernels = list(find_kernels(self)) if self.warp else []
+
+    def take_kernels(self) -> list[KernelDef] | None:
+        """The kernel facts :meth:`scan` read (once: a model folds ``@wp.func`` effects into them)."""
+        out, self._kernels = self._kernels, None
+        return out
 
     @property
     def nodes(self) -> list[ast.AST]:
         """Every node of the tree in ``ast.walk`` order, computed once (rules walk trees often)."""
         if self._nodes is None:
-            self._nodes, self.parents = _walk(self.tree)
+            self._nodes, self._parents = _walk(self.tree)
         return self._nodes
+
+    @property
+    def parents(self) -> dict[int, ast.AST]:
+        """Each node's parent, by ``id`` of the node."""
+        if self._parents is None:
+            self._nodes, self._parents = _walk(self.tree)
+        return self._parents
+
+    def definition_at(self, line: int, column: int) -> ast.AST:
+        """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""
+        if self._defs is None:
+            self._defs = {(n.lineno, n.col_offset): n
+                          for n in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)}
+        return self._defs[(line, column)]
 
     def enclosing_functions(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions around ``node``, innermost first."""

@@ -61,10 +61,7 @@ class TapedIndex:
 
     def kernel_at(self, path: str, line: int) -> KernelDef | None:
         for k in self.project.kernels:
-            node = k.node
-            end = getattr(node, "end_lineno", None) or node.lineno
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if k.path == path and start <= line <= end:
+            if k.path == path and k.lines[0] <= line <= k.lines[1]:
                 return k
         return None
 

@@ -49,9 +49,11 @@ class KernelRmwRule(Rule):
                 overwriting.setdefault((kd.path, kd.name, hz.write.param), []).append(hz)
         reach = tape_reach(project)
         for kd in project.kernels:
+            launches = list(self._launches.get((kd.path, kd.name), ()))
+            if not launches:
+                continue  # no tape records it (its body is not read)
             replayed = not reach.backward_disabled(kd)  # no adjoint replays it (WF202 reports a taped one)
             sensitive = value_sensitive_params(kd)
-            launches = list(self._launches.get((kd.path, kd.name), ()))
             for param, spans in rmw_params(kd).items():
                 if ("." in param) != self.struct_fields:
                     continue
@@ -64,8 +66,7 @@ class KernelRmwRule(Rule):
                     and not integer_rmw_reaches_gradient(kd, param)
                 ):
                     continue  # an integer counter whose values reach no gradient
-                if launches:
-                    yield self._report(kd, param, spans[0], launches, hazards)
+                yield self._report(kd, param, spans[0], launches, hazards)
 
     def _report(
         self, kd: KernelDef, param: str, span: Span, launches: list[Span], hazards: list[Hazard]

@@ -13,42 +13,11 @@ from warpfix.model.import_order import ImportOrder
 from warpfix.model.tapeflow import line_ref, tape_of, true_reads
 from warpfix.rules.base import Example, Rule, RuleDoc
 
+_KernelKey = tuple[str, tuple[int, int]]  # (path, line and column of the def)
+
 
 def _is_false(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
-
-
-def _module_option_calls(src: SourceFile) -> Iterator[ast.Call]:
-    """``wp.set_module_options({... "enable_backward": False ...})`` calls for the file's own module."""
-    for node in src.nodes_of(ast.Call):
-        if not src.is_warp(node.func, "set_module_options"):
-            continue
-        if any(kw.arg == "module" for kw in node.keywords) or len(node.args) > 1:
-            continue
-        opts = node.args[0] if node.args else None
-        if isinstance(opts, ast.Dict) and any(
-            isinstance(k, ast.Constant) and k.value == "enable_backward" and _is_false(v)
-            for k, v in zip(opts.keys, opts.values, strict=True)
-        ):
-            yield node
-
-
-def _config_assignments(src: SourceFile) -> Iterator[ast.Assign]:
-    """Module-level ``wp.config.enable_backward = False``."""
-    for stmt in src.tree.body:
-        if (
-            isinstance(stmt, ast.Assign)
-            and _is_false(stmt.value)
-            and any(src.warp_name(t) == "config.enable_backward" for t in stmt.targets)
-        ):
-            yield stmt
-
-
-def _kernel_decorator(kernel: KernelDef) -> ast.expr | None:
-    for dec in kernel.node.decorator_list:
-        if isinstance(dec, ast.Call) and any(kw.arg == "enable_backward" for kw in dec.keywords):
-            return dec
-    return None
 
 
 _WF202_KERNELS = """
@@ -158,23 +127,24 @@ print(q_next.numpy())
     ]
 
     def begin(self, project: Project) -> None:
-        module_calls = {path: next(_module_option_calls(src), None) for path, src in project.files.items()}
-        configs = [(src, stmt) for src in project.files.values() for stmt in _config_assignments(src)]
-        self._disabled: dict[int, tuple[Span, str]] = {}  # id(kernel node) -> where backward is disabled
+        # from the files' summaries: no syntax tree is read (a large project's trees stay released)
+        module_calls = {path: src.summary.module_options_off for path, src in project.files.items()}
+        configs = [(src, span) for src in project.files.values() for span in src.summary.config_off]
+        self._disabled: dict[_KernelKey, tuple[Span, str]] = {}  # kernel -> where backward is disabled
         order = ImportOrder(project.files) if configs else None
         for kernel in project.kernels:
             src = project.files.get(kernel.path)
             if kernel.kind == "kernel" and src is not None:
                 place = _disabling_place(order, src, kernel, module_calls.get(kernel.path), configs)
                 if place is not None:
-                    self._disabled[id(kernel.node)] = place
-        self._seen: set[int] = set()  # id(kernel node) of the disabled kernels whose taped launch was found
+                    self._disabled[(kernel.path, kernel.key)] = place
+        self._seen: set[_KernelKey] = set()  # the disabled kernels whose taped launch was found
         self._places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         if self._disabled:
             for kernel, launch in _taped_launches(trace, self._disabled, self._seen):
-                span, how = self._disabled[id(kernel.node)]
+                span, how = self._disabled[(kernel.path, kernel.key)]
                 self._places.setdefault(span, (how, []))[1].append((kernel, launch))
         return iter(())
 
@@ -190,7 +160,7 @@ print(q_next.numpy())
             )
 
 
-def _taped_launches(trace: Trace, kernels: dict[int, tuple[Span, str]], seen: set[int]
+def _taped_launches(trace: Trace, kernels: dict[_KernelKey, tuple[Span, str]], seen: set[_KernelKey]
                     ) -> Iterator[tuple[KernelDef, Event]]:
     """The first launch of each of ``kernels`` not ``seen`` in an earlier trace that a tape records,
     with inputs that need gradients, before a backward of that tape (added to ``seen``)."""
@@ -198,7 +168,10 @@ def _taped_launches(trace: Trace, kernels: dict[int, tuple[Span, str]], seen: se
     last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
     for idx, ev in enumerate(events):
         kernel = ev.kernel
-        if ev.kind != "launch" or kernel is None or id(kernel.node) not in kernels or id(kernel.node) in seen:
+        if ev.kind != "launch" or kernel is None:
+            continue
+        key = (kernel.path, kernel.key)
+        if key not in kernels or key in seen:
             continue
         if "library" in ev.detail:
             # a library's own launch of a kernel it compiles without backward is its design, not the
@@ -209,7 +182,7 @@ def _taped_launches(trace: Trace, kernels: dict[int, tuple[Span, str]], seen: se
         if tape is None or last_backward.get(tape, -1) < idx:
             continue
         if any(b.root().requires_grad for b in true_reads(ev)):
-            seen.add(id(kernel.node))
+            seen.add(key)
             yield kernel, ev
 
 
@@ -217,19 +190,18 @@ def _disabling_place(
     order: ImportOrder | None,
     src: SourceFile,
     kernel: KernelDef,
-    module_call: ast.Call | None,
-    configs: list[tuple[SourceFile, ast.Assign]],
+    module_call: Span | None,
+    configs: list[tuple[SourceFile, Span]],
 ) -> tuple[Span, str] | None:
     """Where backward code generation is switched off for ``kernel``: its own option (which takes
     precedence), its module's options, or the global config before its module was created."""
     if "enable_backward" in kernel.options:
         if kernel.options["enable_backward"] is False:
-            dec = _kernel_decorator(kernel)
-            return (src.span(dec) if dec is not None else kernel.span), "kernel option `enable_backward=False`"
+            return kernel.backward_option or kernel.span, "kernel option `enable_backward=False`"
         return None
     if module_call is not None:
-        return src.span(module_call), "module option `enable_backward: False`"
-    for other, stmt in configs:
-        if order is not None and order.runs_before(other.path, stmt.lineno, kernel.path, kernel.node.lineno):
-            return other.span(stmt), "config `wp.config.enable_backward = False`"
+        return module_call, "module option `enable_backward: False`"
+    for other, span in configs:
+        if order is not None and order.runs_before(other.path, span.line, kernel.path, kernel.key[0]):
+            return span, "config `wp.config.enable_backward = False`"
     return None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.kernel_flow import is_integer_annotation
-from warpfix.model.reach import function_body_nodes, kernel_defs, tape_reach
+from warpfix.model.reach import function_body_nodes, iter_taped
 from warpfix.model.source import SourceFile
 from warpfix.rules.base import Example, Rule, RuleDoc
 
@@ -151,11 +151,7 @@ def step(a: wp.array(dtype=float), s: float):
     ]
 
     def check_project(self, project: Project) -> Iterator[Finding]:
-        reach = tape_reach(project)
-        for kd, src, fn in kernel_defs(project, "kernel", "func"):
-            severity = reach.severity(kd, self.severity)
-            if severity is None:
-                continue
+        for kd, src, fn, severity in iter_taped(project, self.severity):
             args = {a.arg: a.annotation for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
             for param, facts in kd.params.items():
                 if _integer_param(project, src, args, param):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity, not_automatic
 from warpfix.model.loop_fix import Launch, fix_refusal
 from warpfix.model.loop_hazards import dynamic_loop_hazards
-from warpfix.model.reach import kernel_defs, tape_reach
+from warpfix.model.reach import iter_taped
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -180,21 +180,17 @@ with wp.Tape() as tape:
 
     def begin(self, project: Project) -> None:
         # id(kernel node) -> id(launch call) -> the launch: what the fix's static bound depends on
-        self._launches: dict[int, dict[int, Launch]] = {}
+        self._launches: dict[tuple[str, tuple[int, int]], dict[int, Launch]] = {}
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         for ev in trace.events:
             src = project.files.get(ev.span.path)
             if ev.kind == "launch" and ev.kernel is not None and src is not None and isinstance(ev.node, ast.Call):
-                self._launches.setdefault(id(ev.kernel.node), {})[id(ev.node)] = (src.tree, ev.node, ev.arg_nodes)
+                self._launches.setdefault((ev.kernel.path, ev.kernel.key), {})[id(ev.node)] = (src.tree, ev.node, ev.arg_nodes)
         return iter(())
 
     def check_project(self, project: Project) -> Iterator[Finding]:
-        reach = tape_reach(project)
-        for kd, src, fn in kernel_defs(project, "kernel", "func"):
-            severity = reach.severity(kd, self.severity)
-            if severity is None:
-                continue
+        for kd, src, fn, severity in iter_taped(project, self.severity):
             for h in dynamic_loop_hazards(src, kd, fn):
                 code = ast.unparse(h.node)
                 loop_line = h.loop.lineno
@@ -218,7 +214,7 @@ with wp.Tape() as tape:
                         f"in reverse order without restoring `{h.carried}`, so it reads another value than "
                         f"the forward pass used"
                     )
-                launches = self._launches.get(id(kd.node), {}).values()
+                launches = self._launches.get((kd.path, kd.key), {}).values()
                 refused = fix_refusal(src.tree, fn, kd.kind == "func", h.loop, h.stmt, h.after, launches)
                 yield self.finding(
                     src.span(h.stmt),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
-from warpfix.model.reach import function_body_nodes, kernel_defs, tape_reach
+from warpfix.model.reach import function_body_nodes, tape_reach
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -105,12 +105,15 @@ with wp.Tape() as tape:
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         reach = tape_reach(project)
-        for kd, src, fn in kernel_defs(project, "func_grad"):
+        for kd in project.kernels:
+            src = project.files.get(kd.path)
+            if kd.kind != "func_grad" or src is None or not kd.is_function:
+                continue
             # A custom adjoint exists only to be differentiated: report it unless the project
             # records launches on tapes and none of them reaches it.
             if reach.recorded_launches and id(kd) not in reach.taped:
                 continue
-            for node in function_body_nodes(fn):
+            for node in function_body_nodes(kd.node):  # type: ignore[arg-type]
                 if not isinstance(node, ast.Assign):
                     continue
                 for t in node.targets:

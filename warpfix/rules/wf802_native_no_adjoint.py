@@ -121,11 +121,13 @@ with wp.Tape() as tape:
     ]
 
     def check_project(self, project: Project) -> Iterator[Finding]:
-        callers = _call_sites(project)
+        callers: dict[str, list[tuple[Span, str]]] | None = None  # read only for a finding: every body
         for kd, src, fn, severity in iter_taped(project, self.severity, kinds=("func_native",)):
             dec = _native_decorator(src, fn)
             if dec is None or _has_adjoint(dec) or not _differentiable_signature(src, fn):
                 continue
+            if callers is None:
+                callers = _call_sites(project)
             sites = tuple((span, f"called from `{caller}`") for span, caller in callers.get(kd.name, [])[:3])
             yield self.finding(
                 _def_span(src, fn),

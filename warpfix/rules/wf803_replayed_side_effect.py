@@ -52,15 +52,30 @@ def _index_uses(
     return uses
 
 
-def _slot_funcs(project: Project, replayed: set[str]) -> dict[str, tuple[int, str]]:
+class _SlotFuncs:
     """``@wp.func``s (without a replay) that return a counter atomic's result, by name:
     (index of the counter parameter, the atomic's text). ``return wp.atomic_add(counter, 0, 1)`` or
-    ``slot = wp.atomic_add(counter, 0, 1)`` ... ``return slot``."""
+    ``slot = wp.atomic_add(counter, 0, 1)`` ... ``return slot``. Each name is looked into when it is
+    first asked for (only the funcs a taped kernel calls are read)."""
+
+    def __init__(self, project: Project, replayed: set[str]) -> None:
+        self.project = project
+        self.replayed = replayed
+        self.found: dict[str, tuple[int, str] | None] = {}
+
+    def get(self, name: str) -> tuple[int, str] | None:
+        if name not in self.found:
+            self.found[name] = _slot_funcs(self.project, self.replayed, name).get(name)
+        return self.found[name]
+
+
+def _slot_funcs(project: Project, replayed: set[str], name: str) -> dict[str, tuple[int, str]]:
+    """:class:`_SlotFuncs` of the funcs called ``name``."""
     out: dict[str, tuple[int, str]] = {}
     for kd in project.kernels:
-        fn = kd.node
-        if kd.kind != "func" or kd.name in replayed or not isinstance(fn, ast.FunctionDef):
+        if kd.name != name or kd.kind != "func" or kd.name in replayed or not kd.is_function:
             continue
+        fn = kd.node
         src = project.files.get(kd.path)
         if src is None:
             continue
@@ -199,22 +214,23 @@ with wp.Tape() as tape:
     ]
 
     @staticmethod
-    def _via(node: ast.stmt, slot_funcs: dict[str, tuple[int, str]], caller: str) -> tuple[str, str] | None:
+    def _via(node: ast.stmt, slot_funcs: _SlotFuncs, caller: str) -> tuple[str, str] | None:
         """(func name, counter argument text) for ``slot = f(counter, ...)`` with ``f`` a slot func."""
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and isinstance(node.value, ast.Call)):
             return None
         name = _call_name(node.value.func)
-        if name is None or name not in slot_funcs or name == caller:
+        found = slot_funcs.get(name) if name is not None and name != caller else None
+        if found is None:
             return None
-        index = slot_funcs[name][0]
+        index = found[0]
         if index >= len(node.value.args):
             return None
         return name, ast.unparse(node.value.args[index])
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         replayed = _replayed(project)
-        slot_funcs = _slot_funcs(project, replayed)
+        slot_funcs = _SlotFuncs(project, replayed)
         for kd, src, fn, severity in iter_taped(project, self.severity):
             if kd.kind == "func" and kd.name in replayed:
                 continue
@@ -238,7 +254,7 @@ with wp.Tape() as tape:
                     yield self.finding(
                         src.span(node),
                         f"`{slot} = {ast.unparse(node.value)}` in {kd.kind} `{kd.name}` allocates slots on a tape "
-                        f"through @wp.func `{func_name}` ({slot_funcs[func_name][1]}): the backward replay "
+                        f"through @wp.func `{func_name}` ({slot_funcs.found[func_name][1]}): the backward replay "
                         f"increments `{counter}` again, so adjoints go to other slots (used at line "
                         f"{uses[0].lineno}); store the slot per thread and add a @wp.func_replay",
                         severity=severity,

@@ -182,11 +182,13 @@ class Calls:
                 return self.construct(target, args, kwargs, e, src)
             return self.opaque_call(e, args, kwargs, src)
         if recv.kind == "unknown" and not recv.attrs.get(name) and not recv.external:
-            candidates = self.method_index.get(name, [])
+            candidates = self.links.method_index.get(name, [])
             if len(candidates) == 1 and not name.startswith("__") and recv.buf is None:
-                csrc, cnode, fn = candidates[0]
+                path, ckey, fkey = candidates[0]
+                csrc = self.files[path]
+                cnode, fn = csrc.definition_at(*ckey[1:]), csrc.definition_at(*fkey[1:])
                 recv.kind = "object"
-                recv.cls = (csrc, cnode)
+                recv.cls = (csrc, cnode)  # type: ignore[assignment]
                 return self.inline(csrc, fn, [recv, *args], kwargs, e, caller_src=src, bound_self=True)
         out = self.opaque_call(e, args, kwargs, src)
         if recv.external:  # a method of something a library made (``model.state()``)
@@ -241,7 +243,7 @@ class Calls:
         if (
             id(fn) in self.func_stack
             or len(self.func_stack) >= MAX_DEPTH
-            or (id(fn) not in self.effectful and not self.follow_all)
+            or ((fsrc.path, fn.lineno, fn.col_offset) not in self.effectful and not self.follow_all)
             or id(fn) in self.too_costly
         ):
             return self.new(fn.name + "()")

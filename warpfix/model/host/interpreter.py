@@ -9,16 +9,16 @@ from collections.abc import Callable
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
 from warpfix.model.host.calls import Calls
-from warpfix.model.host.effects import _effectful_functions
 from warpfix.model.host.expressions import Expressions
 from warpfix.model.host.library_calls import LibraryCalls
 from warpfix.model.host.limits import MAX_EVENTS
+from warpfix.model.host.linker import ProjectLinks
 from warpfix.model.host.statements import Statements
-from warpfix.model.host.syntax import _is_property, _is_static, _text
+from warpfix.model.host.syntax import _is_static, _text
 from warpfix.model.host.values import Val, _Budget, _Frame, _normalise_index, _Return
 from warpfix.model.host.warp_api import WarpApi
 from warpfix.model.library import LibraryIndex
-from warpfix.model.project_files import ProjectKernels, ProjectModules
+from warpfix.model.project_files import ModuleResolver, ProjectKernels
 from warpfix.model.source import SourceFile
 
 
@@ -31,30 +31,21 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.library = library  # installed packages: calls into them replay their effect summaries
         self.follow_all = False  # inline every function (library summaries), not only effectful ones
         self.modules = modules  # dotted module name -> file
-        self.module_suffixes: dict[str, list[SourceFile]] = {}  # "b.c" -> files of modules "a.b.c", "b.c"
-        for src in {id(f): f for f in modules.values()}.values():
-            parts = src.module_name.split(".")
-            for k in range(len(parts)):
-                self.module_suffixes.setdefault(".".join(parts[k:]), []).append(src)
+        self.resolver = ModuleResolver(files.values(), modules)
+        self.module_suffixes = self.resolver.suffixes  # "b.c" -> files of modules "a.b.c", "b.c"
         self.kernels_by_file: dict[str, dict[str, KernelDef]] = {}
         for k in kernels:
             self.kernels_by_file.setdefault(k.path, {})[k.name] = k
         self.own_kernels = ProjectKernels(kernels)  # a library summary's launch of a checked file's kernel
-        self.own_modules = ProjectModules(files.values())
         self.ids = itertools.count(1)
         self.globals: dict[str, dict[str, Val]] = {}
         self.indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
         self.inlined: set[int] = set()  # ids of FunctionDef nodes inlined from another root
-        self.method_index: dict[str, list[tuple[SourceFile, ast.ClassDef, ast.FunctionDef]]] = {}
-        self.property_names: set[str] = set()  # names of @property getters of project classes
-        for src in files.values():
-            for node in src.nodes_of(ast.ClassDef):
-                for stmt in node.body:
-                    if isinstance(stmt, ast.FunctionDef):
-                        self.method_index.setdefault(stmt.name, []).append((src, node, stmt))
-                        if _is_property(stmt):
-                            self.property_names.add(stmt.name)
-        self.effectful = _effectful_functions(files, self, library, set(self.module_suffixes))
+        # the project's files linked by their summaries: which functions are effectful, the methods
+        # by name (a method called on an unknown value is guessed when one class has it)
+        self.links = ProjectLinks(files, self.resolver.resolve, library, set(self.module_suffixes))
+        self.effectful = self.links.effectful  # (path, line, column) of each def the interpreter inlines
+        self.property_names = self.links.property_names  # names of @property getters of project classes
         self.too_costly: set[int] = set()  # functions whose inlining ran past CALL_STEPS in this root
         self.call_limits: list[int] = []
         self.loop_nodes: dict[int, list[ast.AST]] = {}  # id(for loop) -> every node of its body
@@ -193,7 +184,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
             if kind == "def":
                 stmt = entry[1]
                 k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
-                if k is not None and id(k.node) == id(stmt):
+                if k is not None and k.defined_at(stmt):
                     v = self.new(stmt.name, "kernel", kernel=k)
                 else:
                     v = self.new(stmt.name, "func", func=(src, stmt))
@@ -266,13 +257,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         return index, stars
 
     def resolve_module(self, src: SourceFile, mod: str, level: int) -> SourceFile | None:
-        full = LibraryIndex.absolute(src, mod, level)  # ``from .x import`` in a package's __init__: its own x
-        if full in self.modules:
-            return self.modules[full]
-        own = self.own_modules.find(src, full) if not level else None  # ``import pkg.x`` inside pkg
-        # the same module named from a sibling folder (scripts importing their neighbours)
-        candidates = self.module_suffixes.get(full, ())
-        return own or (candidates[0] if len(candidates) == 1 else None)
+        return self.resolver.resolve(src, mod, level)
 
     def class_attr(self, cls_val: Val, name: str) -> Val:
         assert cls_val.cls is not None

@@ -116,7 +116,7 @@ class Statements:
             if module_level and src.parents.get(id(s)) is src.tree:
                 return  # top-level definitions are resolved on first use (module_global)
             k = self.kernels_by_file.get(src.path, {}).get(s.name)
-            if k is not None and id(k.node) == id(s):
+            if k is not None and k.defined_at(s):
                 frame.locals[s.name] = self.new(s.name, "kernel", kernel=k)
             else:
                 frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
