@@ -70,9 +70,9 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def parse_file(path: str, text: str) -> tuple[SourceFile | None, str | None]:
+def parse_file(path: str, text: str, index: bool = True) -> tuple[SourceFile | None, str | None]:
     try:
-        return SourceFile.parse(path, text, module_name_for(path)), None
+        return SourceFile.parse(path, text, module_name_for(path), index), None
     except SyntaxError as exc:
         where = f"line {exc.lineno}"
         cell = cell_position(text, exc.lineno or 0) if is_notebook(path) else None
@@ -438,14 +438,16 @@ def _parse_all(texts: dict[str, str], parse: ParseFn = parse_file) -> tuple[dict
 
 def parse_and_release(path: str, text: str) -> tuple[SourceFile | None, str | None]:
     """:func:`parse_file`, then what the model needs of the file read and its tree released: a
-    large project holds a tree only for the files its analyses look into (parsed again then)."""
-    parsed, err = parse_file(path, text)
+    large project holds a tree only for the files its analyses look into (parsed again then). A
+    file that creates a tape keeps its tree: its roots are the ones a check interprets."""
+    parsed, err = parse_file(path, text, index=False)
     if parsed is not None:
         try:
             parsed.scan()
         except RecursionError:
             return None, "nesting too deep for the analysis, skipped"
-        parsed.release()
+        if not any(unit.seed for unit in parsed.summary.units.values()):
+            parsed.release()
     return parsed, err
 
 

@@ -19,7 +19,7 @@ class FixSafety(str, Enum):
     NONE = "none"  # diagnostic only
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Span:
     """A source range. Lines and columns are 1-based; end is exclusive in columns (like ruff)."""
 

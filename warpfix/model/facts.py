@@ -32,7 +32,7 @@ AccessKind = Literal["read", "write", "rmw", "inplace_mul", "accum", "atomic"]
 LoopKind = Literal["static", "dynamic"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Access:
     """One access to an array parameter inside a kernel/func body."""
 
@@ -43,7 +43,7 @@ class Access:
     via: str | None = None  # name of the @wp.func through which the access happens
 
 
-@dataclass
+@dataclass(slots=True)
 class ParamFacts:
     name: str  # parameter name, or "param.field" for a struct field accessed through a parameter
     annotation: str  # annotation source text ("wp.array(dtype=wp.vec3)")
@@ -92,8 +92,9 @@ class KernelDef:
     options: dict[str, object] = field(default_factory=dict)  # decorator kwargs (enable_backward=...)
     target: str | None = None  # func_grad/func_replay: the name of the func it customises
     struct_fields: dict[str, str] = field(default_factory=dict)  # @wp.struct: field -> annotation
-    # calls to non-warp functions in the body: (callee name, args, enclosing loops, call node)
-    calls: list[tuple[str, list[ast.expr], tuple[LoopKind, ...], ast.Call]] = field(default_factory=list)
+    # calls to non-warp functions in the body: (callee name, each argument's name if it is a plain
+    # name, enclosing loops)
+    calls: list[tuple[str, list[str | None], tuple[LoopKind, ...]]] = field(default_factory=list)
     # the file it is defined in: its node is found there again after the file's tree was released
     source: SourceFile | None = field(default=None, repr=False, compare=False)
     key: tuple[int, int] = (0, 0)  # line and column of the def/class (set from the node)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from warpfix.model.facts import Access, AccessKind, KernelDef, KernelKind, LoopKind, ParamFacts
 from warpfix.model.source import SourceFile
@@ -33,6 +33,19 @@ def _decorator_kind(src: SourceFile, dec: ast.expr) -> tuple[KernelKind | None, 
     return _DECORATORS.get(wn.rpartition(".")[2]), call
 
 
+def _unparse(node: ast.AST) -> str:
+    """``ast.unparse``, without its visitor for the shapes every kernel is full of (a name, a dotted
+    name, an int): the same text."""
+    cls = node.__class__
+    if cls is ast.Name:
+        return node.id  # type: ignore[attr-defined]
+    if cls is ast.Attribute and node.value.__class__ is ast.Name:  # type: ignore[attr-defined]
+        return f"{node.value.id}.{node.attr}"  # type: ignore[attr-defined]
+    if cls is ast.Constant and node.value.__class__ is int:  # type: ignore[attr-defined]
+        return repr(node.value)  # type: ignore[attr-defined]
+    return ast.unparse(node)
+
+
 def _const(node: ast.expr) -> object:
     try:
         return ast.literal_eval(node)
@@ -40,10 +53,12 @@ def _const(node: ast.expr) -> object:
         return node
 
 
-def find_kernels(src: SourceFile) -> Iterator[KernelDef]:
-    """Every decorated Warp definition in the file, at any nesting depth."""
+def find_kernels(src: SourceFile, defs: Iterable[ast.FunctionDef | ast.ClassDef] | None = None
+                 ) -> Iterator[KernelDef]:
+    """Every decorated Warp definition in the file, at any nesting depth (``defs``: the file's
+    ``def`` and ``class`` statements in ``ast.walk`` order, when already known)."""
     consts = _module_int_constants(src)
-    for node in src.nodes_of(ast.FunctionDef, ast.ClassDef):
+    for node in src.nodes_of(ast.FunctionDef, ast.ClassDef) if defs is None else defs:
         if not node.decorator_list:
             continue
         for dec in node.decorator_list:
@@ -82,10 +97,10 @@ def _build(
     if isinstance(node, ast.ClassDef):
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                kd.struct_fields[stmt.target.id] = ast.unparse(stmt.annotation)
+                kd.struct_fields[stmt.target.id] = _unparse(stmt.annotation)
         return kd
     for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
-        ann = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        ann = _unparse(arg.annotation) if arg.annotation is not None else ""
         is_array = "array" in ann  # wp.array(...), wp.array[...], indexedarray, fabricarray
         kd.params[arg.arg] = ParamFacts(arg.arg, ann, is_array=is_array, is_struct=not is_array)
     _AccessCollector(src, kd, consts).run()
@@ -101,7 +116,7 @@ class _AccessCollector:
         self.loops: list[LoopKind] = []
         self.read_indices: dict[str, set[str]] = {}
         self.consts = consts  # module-level int constants: static loop bounds
-        self.calls: list[tuple[str, list[ast.expr], tuple[LoopKind, ...], ast.Call]] = []
+        self.calls: list[tuple[str, list[str | None], tuple[LoopKind, ...]]] = []
 
     def run(self) -> None:
         assert isinstance(self.kd.node, ast.FunctionDef)
@@ -135,7 +150,7 @@ class _AccessCollector:
             if isinstance(node, ast.Subscript):
                 param = self._param_of(node.value)
                 if param is not None:
-                    return param, ast.unparse(node.slice)
+                    return param, _unparse(node.slice)
                 node = node.value
             elif isinstance(node, ast.Attribute):
                 node = node.value
@@ -239,7 +254,7 @@ class _AccessCollector:
         if isinstance(e, ast.Subscript):
             param = self._param_of(e.value)
             if param is not None:
-                index = ast.unparse(e.slice)
+                index = _unparse(e.slice)
                 self._record(param, "read", e, index)
                 self.read_indices.setdefault(param, set()).add(index)
                 self.expr(e.slice)
@@ -250,7 +265,7 @@ class _AccessCollector:
             if short in _ATOMICS and e.args:
                 param = self._param_of(e.args[0])
                 if param is not None:
-                    index = ", ".join(ast.unparse(a) for a in e.args[1:-1])
+                    index = ", ".join(_unparse(a) for a in e.args[1:-1])
                     kind: AccessKind = "atomic" if short in ("atomic_add", "atomic_sub") else "rmw"
                     self._record(param, kind, e, index)
                     for a in e.args[1:]:
@@ -267,7 +282,8 @@ class _AccessCollector:
                     return
             if name is None and isinstance(e.func, (ast.Name, ast.Attribute)):
                 callee = e.func.id if isinstance(e.func, ast.Name) else e.func.attr
-                self.calls.append((callee, list(e.args), tuple(self.loops), e))
+                args = [a.id if isinstance(a, ast.Name) else None for a in e.args]
+                self.calls.append((callee, args, tuple(self.loops)))
         for child in ast.iter_child_nodes(e):
             if isinstance(child, ast.expr):
                 self.expr(child)
@@ -304,16 +320,16 @@ def fold_func_calls(kernels: list[KernelDef]) -> None:
     for _ in range(4):
         changed = False
         for k in kernels:
-            for callee_name, args, loops, _call in k.calls:
+            for callee_name, args, loops in k.calls:
                 for callee in funcs.get(callee_name, []):
                     if callee is k:
                         continue
                     names = list(callee.positional)
                     for pos, arg in enumerate(args[: len(names)]):
-                        if not (isinstance(arg, ast.Name) and arg.id in k.params):
+                        if arg is None or arg not in k.params:
                             continue
                         src_params = callee.params[names[pos]]
-                        dst = k.params[arg.id]
+                        dst = k.params[arg]
                         for acc in src_params.accesses:
                             new = Access(acc.kind, acc.span, acc.index, loops + acc.loops, callee_name)
                             if new not in dst.accesses:

@@ -78,6 +78,37 @@ def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
     return nodes, parents
 
 
+def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
+    """:func:`_walk`'s nodes alone."""
+    nodes: list[ast.AST] = [tree]
+    append = nodes.append
+    for node in nodes:  # grows while it is read: breadth first
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        append(child)
+            elif isinstance(value, ast.AST):
+                append(value)
+    return nodes
+
+
+def _parents_of(nodes: list[ast.AST]) -> dict[int, ast.AST]:
+    """:func:`_walk`'s parents, from its nodes."""
+    parents: dict[int, ast.AST] = {}
+    for node in nodes:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = node
+            elif isinstance(value, ast.AST):
+                parents[id(value)] = node
+    return parents
+
+
 @dataclass
 class SourceFile:
     """A parsed file. Its syntax tree (and the node index built on it) can be released
@@ -101,15 +132,27 @@ class SourceFile:
     _defs: dict[tuple[int, int], ast.AST] | None = field(default=None, repr=False)
     _summary: FileSummary | None = field(default=None, repr=False)  # survives a release
     _kernels: list[KernelDef] | None = field(default=None, repr=False)  # see :meth:`scan`
+    indexed: bool = True  # warp names and imports known (see :meth:`parse`)
 
     @classmethod
-    def parse(cls, path: str, text: str, module_name: str = "") -> SourceFile:
+    def parse(cls, path: str, text: str, module_name: str = "", index: bool = True) -> SourceFile:
+        """Parse ``text``. With ``index`` the node index is built now (every node, its parent, the
+        warp names); without, :meth:`scan` reads the imports in its own pass over the tree."""
         tree = ast.parse(text, filename=path)
+        if not index:
+            src = cls(path, text, tree, WarpNames(), [], module_name)
+            src.indexed = False
+            return src
         nodes, parents = _walk(tree)
         warp, project = _imports(nodes)
         src = cls(path, text, tree, warp, project, module_name)
         src._nodes, src._parents = nodes, parents
         return src
+
+    def set_imports(self, imports: list[ast.AST]) -> None:
+        """The warp names and project imports, from every import statement (``ast.walk`` order)."""
+        self.warp, self.project_imports = _imports(imports)
+        self.indexed = True
 
     @property
     def summary(self) -> FileSummary:
@@ -136,7 +179,7 @@ class SourceFile:
         """Drop the syntax tree and everything built on it; the next use parses the text again.
         Only for a file no analysis holds a node of (the model releases files as it reads them,
         before any node of theirs is kept)."""
-        self._tree = self._nodes = self._parents = self._positions = self._defs = None
+        self._tree = self._nodes = self._parents = self._positions = self._defs = self._lines = None
         self._by_type = {}
         self._warp_names = {}
         for k in self._kernels or ():
@@ -147,9 +190,10 @@ class SourceFile:
         kernel facts (taken by the next :func:`warpfix.model.build_project`); then the tree can be
         released."""
         from warpfix.model.kernels import find_kernels
+        from warpfix.model.summary import summarize_with_definitions
 
-        _ = self.summary
-        self._kernels = list(find_kernels(self)) if self.warp else []
+        self._summary, defs = summarize_with_definitions(self)
+        self._kernels = list(find_kernels(self, defs)) if self.warp else []
 
     def take_kernels(self) -> list[KernelDef] | None:
         """The kernel facts :meth:`scan` read (once: a model folds ``@wp.func`` effects into them)."""
@@ -160,14 +204,18 @@ class SourceFile:
     def nodes(self) -> list[ast.AST]:
         """Every node of the tree in ``ast.walk`` order, computed once (rules walk trees often)."""
         if self._nodes is None:
-            self._nodes, self._parents = _walk(self.tree)
+            self._nodes = _walk_nodes(self.tree)
         return self._nodes
 
     @property
     def parents(self) -> dict[int, ast.AST]:
-        """Each node's parent, by ``id`` of the node."""
+        """Each node's parent, by ``id`` of the node (computed when first asked for: many files
+        parsed again after a release are only looked up)."""
         if self._parents is None:
-            self._nodes, self._parents = _walk(self.tree)
+            if self._nodes is None:
+                self._nodes, self._parents = _walk(self.tree)
+            else:
+                self._parents = _parents_of(self._nodes)
         return self._parents
 
     def definition_at(self, line: int, column: int) -> ast.AST:

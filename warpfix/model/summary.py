@@ -12,6 +12,7 @@ effect linker's resolution (:mod:`warpfix.model.host.linker`) that needs only th
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
@@ -48,25 +49,27 @@ class ClassInfo:
 
 @dataclass(slots=True)
 class UnitFacts:
-    """What a unit's code names (:mod:`warpfix.model.host.tape_roots`)."""
+    """What a unit's code names (:mod:`warpfix.model.host.tape_roots`): sets while the file is read,
+    tuples once it is summarised (:meth:`freeze`: a project has tens of thousands of units)."""
 
     seed: bool = False  # calls ``wp.Tape``
     warp_library: bool = False  # calls into ``wp.fem`` / ``wp.optim``
-    names: set[str] = field(default_factory=set)
-    chains: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # ``a.b.c``: (("a", "b"), "c")
-    attrs: set[str] = field(default_factory=set)
-    called: set[str] = field(default_factory=set)  # attribute names called (``x.m()``)
-    local_classes: list[Key] = field(default_factory=list)
+    names: Collection[str] = field(default_factory=set)
+    chains: Collection[tuple[tuple[str, ...], str]] = field(default_factory=set)  # ``a.b.c``: (("a", "b"), "c")
+    attrs: Collection[str] = field(default_factory=set)
+    called: Collection[str] = field(default_factory=set)  # attribute names called (``x.m()``)
+    local_classes: Collection[Key] = field(default_factory=list)
+
+    def freeze(self) -> None:
+        self.names, self.chains, self.attrs = tuple(self.names), tuple(self.chains), tuple(self.attrs)
+        self.called, self.local_classes = tuple(self.called), tuple(self.local_classes)
 
 
-@dataclass(slots=True)
-class Effect:
-    """One call, attribute or ``with`` in a function body, for the effect linker."""
-
-    scope: tuple[Key, ...]  # the functions around it, innermost first
-    hit: bool  # a direct effect (unless ``library_root`` names a library: then one anyway)
-    request: Request | None  # the project functions it may call
-    library_root: str | None = None  # the name a call's receiver chain starts from
+# The calls, attributes and ``with`` statements of the file's function bodies, for the effect
+# linker, by what they do: (a direct effect, the project functions a call may run, the name its
+# receiver chain starts from) -> the functions they sit in (with the functions around those). A
+# call whose receiver names a Warp-based library is a direct effect whatever the rest says.
+Effects = dict[tuple[bool, "Request | None", "str | None"], set["Key"]]
 
 
 @dataclass(slots=True)
@@ -76,7 +79,7 @@ class FileSummary:
     classes: dict[Key, ClassInfo]
     functions: dict[str, list[Key]]  # ``def``s not directly in a class body, by name (any depth)
     methods: dict[str, list[Key]]  # ``def``s directly in a class body, by name
-    effects: list[Effect]
+    effects: Effects
     units: dict[Key, UnitFacts]  # the module body, module-level functions, methods, class headers
     # candidate roots in order (``iter_roots``): a module-level def, or a class and its methods but __init__
     roots: list[tuple[Key, tuple[Key, ...]]]
@@ -109,23 +112,47 @@ def summarize(src: SourceFile) -> FileSummary:
     return _Summarizer(src).run()
 
 
+def summarize_with_definitions(src: SourceFile) -> tuple[FileSummary, list[ast.FunctionDef | ast.ClassDef]]:
+    """:func:`summarize`, and the file's ``def`` and ``class`` statements in ``ast.walk`` order
+    (what :func:`warpfix.model.kernels.find_kernels` looks at), from the same pass."""
+    summarizer = _Summarizer(src)
+    summary = summarizer.run()
+    return summary, [d for d in summarizer.defs if d.__class__ is not ast.AsyncFunctionDef]  # type: ignore[misc]
+
+
 class _Summarizer:
+    """One breadth-first pass over the tree (each node's unit and enclosing functions are known
+    when it is reached: a node gets its parent's, except where a definition starts a new one), then
+    the facts that need the whole file (its warp names, the names its functions assign)."""
+
     def __init__(self, src: SourceFile) -> None:
         self.src = src
         self.path = src.path
-        self.parents = src.parents
+        self.owners: dict[int, ast.ClassDef] = {}  # id(def directly in a class body) -> the class
         self.local_defs: dict[int, dict[str, ast.FunctionDef]] = {}
         self.stores: dict[int | None, set[str]] = {}
+        self.keys: dict[int, Key] = {}
+        self.defs: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []  # breadth first
+        self.calls: list[tuple[ast.Call, UnitFacts, tuple[ast.AST, ...]]] = []
+        self.effect_nodes: list[tuple[ast.Attribute | ast.With, tuple[ast.AST, ...]]] = []
+        self.imports: list[ast.Import | ast.ImportFrom] = []
+        self.nested: set[int] = set()  # ids of the functions a function is defined in (at any depth)
 
     def key(self, node: ast.AST) -> Key:
-        return (self.path, node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        """One key object per definition (a summary names each many times)."""
+        hit = self.keys.get(id(node))
+        if hit is None:
+            hit = self.keys[id(node)] = (self.path, node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        return hit
 
     def run(self) -> FileSummary:
         src, tree = self.src, self.src.tree
-        out = FileSummary(src.path, self._index(tree), {}, {}, {}, [], {}, [], set())
+        out = FileSummary(src.path, self._index(tree), {}, {}, {}, {}, {}, [], set())
+        self._walk(out)
+        if not src.indexed:
+            src.set_imports(self.imports)  # the warp names the calls below are read with
         self._definitions(out)
-        scopes = self._scopes_and_units(out)
-        self._effects(out, scopes)
+        self._calls(out)
         if src.warp:
             self._backward_switches(out)
         out.module_imports = module_imports(src)
@@ -135,12 +162,153 @@ class _Summarizer:
             elif isinstance(stmt, ast.ClassDef):
                 out.roots.append((self.key(stmt), tuple(
                     self.key(m) for m in stmt.body if isinstance(m, ast.FunctionDef) and m.name != "__init__")))
+        for unit in out.units.values():
+            unit.freeze()
         return out
+
+    def _walk(self, out: FileSummary) -> None:
+        """Every node once, breadth first, with its unit and the functions around it (innermost
+        first): the names and attributes each unit uses, the names each function assigns, and the
+        definitions, calls, ``with`` statements and imports for the passes after it."""
+        tree = self.src.tree
+        module_unit = out.units[out.module_key()] = UnitFacts()
+        nodes: list[ast.AST] = [tree]
+        units: list[UnitFacts] = [module_unit]
+        scopes: list[tuple[ast.AST, ...]] = [()]
+        stores, defs, calls, effect_nodes = self.stores, self.defs, self.calls, self.effect_nodes
+        Name, Attribute, Call, FunctionDef, AsyncFunctionDef, ClassDef = (
+            ast.Name, ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        Store, With, Import, ImportFrom, AST = ast.Store, ast.With, ast.Import, ast.ImportFrom, ast.AST
+        top = {id(stmt) for stmt in tree.body}  # a class defined here is named, not local
+        child_fields = _CHILD_FIELDS
+        nested = self.nested
+        i = 0
+        while i < len(nodes):
+            node, unit, scope = nodes[i], units[i], scopes[i]
+            i += 1
+            cls = node.__class__
+            if cls is Name:
+                unit.names.add(node.id)  # type: ignore[attr-defined, union-attr]
+                if node.ctx.__class__ is Store:  # type: ignore[attr-defined]
+                    stores.setdefault(id(scope[0]) if scope else None, set()).add(node.id)  # type: ignore[attr-defined]
+                continue  # its only child is the context
+            if cls is Attribute:
+                attr = node.attr  # type: ignore[attr-defined]
+                unit.attrs.add(attr)  # type: ignore[union-attr]
+                chain = _name_chain(node.value)  # type: ignore[attr-defined]
+                if chain is not None:
+                    unit.chains.add((chain, attr))  # type: ignore[union-attr]
+                if attr in GRAD_ATTRS and scope:
+                    effect_nodes.append((node, scope))  # type: ignore[arg-type]
+            elif cls is Call:
+                calls.append((node, unit, scope))  # type: ignore[arg-type]
+                if node.func.__class__ is Attribute:  # type: ignore[attr-defined]
+                    unit.called.add(node.func.attr)  # type: ignore[attr-defined, union-attr]
+            elif cls is FunctionDef or cls is AsyncFunctionDef:
+                defs.append(node)  # type: ignore[arg-type]
+                nested.update(id(fn) for fn in scope)  # the functions it is defined in
+                scope = (node, *scope)  # its children run inside it
+            elif cls is ClassDef:
+                defs.append(node)  # type: ignore[arg-type]
+                header = out.units[self.key(node)] = UnitFacts()  # its base expressions
+                if id(node) not in top:
+                    unit.local_classes.append(self.key(node))  # type: ignore[union-attr]
+                for stmt in node.body:  # type: ignore[attr-defined]
+                    nodes.append(stmt)
+                    if stmt.__class__ is FunctionDef or stmt.__class__ is AsyncFunctionDef:
+                        self.owners[id(stmt)] = node  # type: ignore[assignment]
+                    if stmt.__class__ is FunctionDef:  # a method: a unit of its own
+                        units.append(out.units.setdefault(self.key(stmt), UnitFacts()))
+                    else:
+                        units.append(unit)  # the class body runs with the code that defines it
+                    scopes.append(scope)
+                for expr in (*node.bases, *node.keywords):  # type: ignore[attr-defined]
+                    nodes.append(expr)
+                    units.append(header)
+                    scopes.append(scope)
+                for expr in node.decorator_list:  # type: ignore[attr-defined]
+                    nodes.append(expr)
+                    units.append(unit)
+                    scopes.append(scope)
+                continue
+            elif cls is With:
+                if scope:
+                    effect_nodes.append((node, scope))  # type: ignore[arg-type]
+            elif cls is Import or cls is ImportFrom:
+                self.imports.append(node)  # type: ignore[arg-type]
+            elif node is tree:
+                for stmt in tree.body:
+                    nodes.append(stmt)
+                    if stmt.__class__ is FunctionDef:  # a module-level function: a unit of its own
+                        units.append(out.units.setdefault(self.key(stmt), UnitFacts()))
+                    else:
+                        units.append(unit)
+                    scopes.append(scope)
+                continue
+            fields = child_fields.get(cls)
+            if fields is None:
+                fields = child_fields[cls] = _child_fields(cls)
+            for name in fields:
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for child in value:
+                        if isinstance(child, AST):
+                            nodes.append(child)
+                            units.append(unit)
+                            scopes.append(scope)
+                elif isinstance(value, AST):
+                    nodes.append(value)
+                    units.append(unit)
+                    scopes.append(scope)
+
+    def _calls(self, out: FileSummary) -> None:
+        """What the calls tell: a unit calls ``wp.Tape()`` or into ``wp.fem`` / ``wp.optim``; and, in
+        a function body, the effect linker's part (:data:`Effects`). ``with`` statements and
+        ``.grad`` attributes of function bodies are direct effects."""
+        src = self.src
+        effects = out.effects
+
+        def add(scope: tuple[ast.AST, ...], what: tuple[bool, Request | None, str | None]) -> None:
+            fns = effects.get(what)
+            if fns is None:
+                fns = effects[what] = set()
+            fns.update(self.key(fn) for fn in scope)
+
+        check = bool(src.warp)
+        for node, unit, scope in self.calls:
+            f = node.func
+            wn = src.warp_name(f) if check else None
+            if wn is not None:
+                last, first = wn.rpartition(".")[2], wn.split(".")[0]
+                if last == "Tape":
+                    unit.seed = True
+                if first in _WARP_LIBRARIES:
+                    unit.warp_library = True
+                if scope and (last in EFFECT_WARP or first in _WARP_LIBRARIES):
+                    add(scope, (True, None, None))
+                continue
+            if not scope:
+                continue
+            root = f
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            hit = isinstance(f, ast.Attribute) and f.attr in EFFECT_METHODS
+            request = self._request(node, scope)
+            if request is None:  # a call of what the function was handed: an effect of its own
+                hit, request = True, None
+            elif request == ():
+                request = None
+            library_root = root.id if isinstance(root, ast.Name) else None
+            if hit or request is not None or library_root is not None:
+                add(scope, (hit, request, library_root))
+        for node, scope in self.effect_nodes:
+            if isinstance(node, ast.Attribute) or any(not isinstance(i.context_expr, ast.Call) for i in node.items):
+                add(scope, (True, None, None))  # ``.grad``, ``.retain_grad``, ``.requires_grad``; ``with v:``
 
     def _backward_switches(self, out: FileSummary) -> None:
         """Where the file switches off backward code generation (see :class:`FileSummary`)."""
         src = self.src
-        for node in src.nodes_of(ast.Call):
+        for node, _unit, _scope in self.calls:
             if not src.is_warp(node.func, "set_module_options"):
                 continue
             if any(kw.arg == "module" for kw in node.keywords) or len(node.args) > 1:
@@ -173,12 +341,13 @@ class _Summarizer:
         return index
 
     def _definitions(self, out: FileSummary) -> None:
-        parents = self.parents
-        for fn in self.src.nodes_of(ast.FunctionDef):
-            owner = parents.get(id(fn))
-            (out.methods if isinstance(owner, ast.ClassDef) else out.functions).setdefault(
-                fn.name, []).append(self.key(fn))
-        for cls in self.src.nodes_of(ast.ClassDef):
+        for fn in self.defs:
+            if fn.__class__ is ast.FunctionDef:
+                (out.methods if id(fn) in self.owners else out.functions).setdefault(
+                    fn.name, []).append(self.key(fn))
+        for cls in self.defs:
+            if cls.__class__ is not ast.ClassDef:
+                continue
             methods: dict[str, Key] = {}
             defs = []
             for stmt in cls.body:
@@ -190,94 +359,6 @@ class _Summarizer:
                         out.properties.add(stmt.name)
             bases = tuple(chain for b in cls.bases if (chain := _name_chain(b)) is not None)
             out.classes[self.key(cls)] = ClassInfo(self.key(cls), cls.name, methods, tuple(defs), bases)
-
-    # ---------------------------------------------------------------- one pass: scopes and units
-    def _scopes_and_units(self, out: FileSummary) -> dict[int, tuple[ast.AST, ...]]:
-        """The functions around every node (innermost first, by id), the names each function
-        assigns, and the units' facts, in one breadth-first pass (a node's parent comes first)."""
-        src, tree, parents = self.src, self.src.tree, self.parents
-        module_unit = out.units[out.module_key()] = UnitFacts()
-        unit_of: dict[int, UnitFacts] = {id(tree): module_unit}
-        scope_of: dict[int, tuple[ast.AST, ...]] = {id(tree): ()}
-        check_calls = bool(src.warp)
-        for node in src.nodes:
-            cls = node.__class__
-            if cls is ast.Module:
-                continue
-            parent = parents[id(node)]
-            scope = scope_of.get(id(parent))
-            if scope is None:  # a shared singleton (``ast.Load()``, an operator): no children, no facts
-                continue
-            pcls = parent.__class__
-            if pcls is ast.FunctionDef or pcls is ast.AsyncFunctionDef:
-                scope = (parent, *scope)
-            scope_of[id(node)] = scope
-            if cls is ast.FunctionDef and (pcls is ast.ClassDef or parent is tree):
-                unit = out.units[self.key(node)] = UnitFacts()
-            elif pcls is ast.ClassDef and (node in parent.bases or node in parent.keywords):  # type: ignore[attr-defined]
-                unit = out.units[self.key(parent)]
-            else:
-                unit = unit_of[id(parent)]
-            unit_of[id(node)] = unit
-            if cls is ast.Name:
-                unit.names.add(node.id)  # type: ignore[attr-defined]
-                if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
-                    self.stores.setdefault(id(scope[0]) if scope else None, set()).add(node.id)  # type: ignore[attr-defined]
-            elif cls is ast.Attribute:
-                unit.attrs.add(node.attr)  # type: ignore[attr-defined]
-                chain = _name_chain(node.value)  # type: ignore[attr-defined]
-                if chain is not None:
-                    unit.chains.append((chain, node.attr))  # type: ignore[attr-defined]
-            elif cls is ast.Call:
-                func = node.func  # type: ignore[attr-defined]
-                if func.__class__ is ast.Attribute:
-                    unit.called.add(func.attr)
-                wn = src.warp_name(func) if check_calls else None
-                if wn is not None:
-                    if wn.rpartition(".")[2] == "Tape":
-                        unit.seed = True
-                    if wn.split(".")[0] in _WARP_LIBRARIES:
-                        unit.warp_library = True
-            elif cls is ast.ClassDef:
-                out.units[self.key(node)] = UnitFacts()  # its base expressions
-                if parent is not tree:
-                    unit.local_classes.append(self.key(node))
-        return scope_of
-
-    # ---------------------------------------------------------------- the effect linker's part
-    def _effects(self, out: FileSummary, scope_of: dict[int, tuple[ast.AST, ...]]) -> None:
-        src = self.src
-        for node in src.nodes_of(ast.Call, ast.Attribute, ast.With):
-            if isinstance(node, ast.Attribute) and node.attr not in GRAD_ATTRS:
-                continue
-            scope = scope_of.get(id(node))
-            if not scope:
-                continue
-            keys = tuple(self.key(fn) for fn in scope)
-            if isinstance(node, ast.Call):
-                f = node.func
-                wn = src.warp_name(f)
-                if wn is not None:
-                    hit = wn.rpartition(".")[2] in EFFECT_WARP or wn.split(".")[0] in _WARP_LIBRARIES
-                    if hit:
-                        out.effects.append(Effect(keys, True, None))
-                    continue
-                root = f
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                hit = isinstance(f, ast.Attribute) and f.attr in EFFECT_METHODS
-                request = self._request(node, scope)
-                if request is None:  # a call of what the function was handed: an effect of its own
-                    hit, request = True, None
-                elif request == ():
-                    request = None
-                library_root = root.id if isinstance(root, ast.Name) else None
-                if hit or request is not None or library_root is not None:
-                    out.effects.append(Effect(keys, hit, request, library_root))
-            elif isinstance(node, ast.Attribute):
-                out.effects.append(Effect(keys, True, None))  # ``.grad``, ``.retain_grad``, ``.requires_grad``
-            elif any(not isinstance(i.context_expr, ast.Call) for i in node.items):
-                out.effects.append(Effect(keys, True, None))
 
     def _request(self, call: ast.Call, scope: tuple[ast.AST, ...]) -> Request | None:
         """The file's part of ``_Links.callees``: () for no project function, None for a call of a
@@ -314,6 +395,8 @@ class _Summarizer:
 
     def _local_def(self, fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
         """The function ``name`` defined in ``fn``'s body (not in a nested class or function)."""
+        if id(fn) not in self.nested:
+            return None  # no function is defined anywhere in it
         table = self.local_defs.get(id(fn))
         if table is None:
             table = self.local_defs[id(fn)] = {}
@@ -328,26 +411,26 @@ class _Summarizer:
 
     def _method_class(self, scope: tuple[ast.AST, ...]) -> ast.ClassDef | None:
         for fn in scope:
-            owner = self.parents.get(id(fn))
-            if isinstance(owner, ast.ClassDef):
+            owner = self.owners.get(id(fn))
+            if owner is not None:
                 return owner
         return None
 
     def _self_class(self, fn: ast.FunctionDef, name: str) -> ast.ClassDef | None:
         """The class whose instance ``name`` is: the first parameter of the method ``fn`` (a closure
         inside a method does not see it: the interpreter runs nested functions on their own frame)."""
-        owner = self.parents.get(id(fn))
-        if (isinstance(owner, ast.ClassDef) and not _is_static(fn) and fn.args.args
+        owner = self.owners.get(id(fn))
+        if (owner is not None and not _is_static(fn) and fn.args.args
                 and fn.args.args[0].arg == name and not fn.args.posonlyargs):
             return owner
         return None
 
     def _cls_param(self, fn: ast.AST, name: str) -> bool:
         """``name`` is a classmethod's first parameter (``cls(value)`` constructs the class)."""
-        owner = self.parents.get(id(fn))
-        return bool(isinstance(owner, ast.ClassDef) and isinstance(fn, ast.FunctionDef) and fn.args.args
+        owner = self.owners.get(id(fn))
+        return bool(owner is not None and fn.args.args  # type: ignore[attr-defined]
                     and fn.args.args[0].arg == name
-                    and any(isinstance(d, ast.Name) and d.id == "classmethod" for d in fn.decorator_list))
+                    and any(isinstance(d, ast.Name) and d.id == "classmethod" for d in fn.decorator_list))  # type: ignore[attr-defined]
 
 
 def _name_chain(e: ast.expr) -> tuple[str, ...] | None:
@@ -372,3 +455,13 @@ def _sets_backward_off(opts: ast.expr | None) -> bool:
     return isinstance(opts, ast.Dict) and any(
         isinstance(k, ast.Constant) and k.value == "enable_backward" and _is_false(v)
         for k, v in zip(opts.keys, opts.values, strict=True))
+
+
+# fields that never hold a node to look into: a name, a context or operator singleton, a flag
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "name", "arg", "kind", "type_comment", "module",
+                          "level", "asname", "is_async", "conversion"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f for f in cls._fields if f not in _LEAF_FIELDS)  # type: ignore[attr-defined]

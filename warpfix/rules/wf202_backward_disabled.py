@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile
@@ -128,23 +128,30 @@ print(q_next.numpy())
 
     def begin(self, project: Project) -> None:
         # from the files' summaries: no syntax tree is read (a large project's trees stay released)
-        module_calls = {path: src.summary.module_options_off for path, src in project.files.items()}
-        configs = [(src, span) for src in project.files.values() for span in src.summary.config_off]
-        self._disabled: dict[_KernelKey, tuple[Span, str]] = {}  # kernel -> where backward is disabled
-        order = ImportOrder(project.files) if configs else None
-        for kernel in project.kernels:
-            src = project.files.get(kernel.path)
-            if kernel.kind == "kernel" and src is not None:
-                place = _disabling_place(order, src, kernel, module_calls.get(kernel.path), configs)
-                if place is not None:
-                    self._disabled[(kernel.path, kernel.key)] = place
+        self._module_calls = {path: src.summary.module_options_off for path, src in project.files.items()}
+        self._configs = [(src, span) for src in project.files.values() for span in src.summary.config_off]
+        self._order = ImportOrder(project.files) if self._configs else None
+        self._project = project
+        # whether any kernel may be compiled without backward; which ones is decided at their first
+        # taped launch (memoised: kernel -> where backward is disabled, or None)
+        self._any = bool(self._configs) or any(self._module_calls.values()) or any(
+            k.options.get("enable_backward") is False for k in project.kernels)
+        self._disabled: dict[_KernelKey, tuple[Span, str] | None] = {}
         self._seen: set[_KernelKey] = set()  # the disabled kernels whose taped launch was found
         self._places: dict[Span, tuple[str, list[tuple[KernelDef, Event]]]] = {}
 
+    def _place(self, kernel: KernelDef) -> tuple[Span, str] | None:
+        """Where backward code generation is switched off for ``kernel``, if it is."""
+        key = (kernel.path, kernel.key)
+        if key not in self._disabled:
+            src = self._project.files.get(kernel.path)
+            self._disabled[key] = None if kernel.kind != "kernel" or src is None else _disabling_place(
+                self._order, src, kernel, self._module_calls.get(kernel.path), self._configs)
+        return self._disabled[key]
+
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
-        if self._disabled:
-            for kernel, launch in _taped_launches(trace, self._disabled, self._seen):
-                span, how = self._disabled[(kernel.path, kernel.key)]
+        if self._any:
+            for kernel, launch, (span, how) in _taped_launches(trace, self._place, self._seen):
                 self._places.setdefault(span, (how, []))[1].append((kernel, launch))
         return iter(())
 
@@ -160,10 +167,11 @@ print(q_next.numpy())
             )
 
 
-def _taped_launches(trace: Trace, kernels: dict[_KernelKey, tuple[Span, str]], seen: set[_KernelKey]
-                    ) -> Iterator[tuple[KernelDef, Event]]:
-    """The first launch of each of ``kernels`` not ``seen`` in an earlier trace that a tape records,
-    with inputs that need gradients, before a backward of that tape (added to ``seen``)."""
+def _taped_launches(trace: Trace, place: Callable[[KernelDef], tuple[Span, str] | None], seen: set[_KernelKey]
+                    ) -> Iterator[tuple[KernelDef, Event, tuple[Span, str]]]:
+    """The first launch of each kernel compiled without backward (``place`` says where that is
+    switched off) not ``seen`` in an earlier trace that a tape records, with inputs that need
+    gradients, before a backward of that tape (added to ``seen``)."""
     events = trace.events
     last_backward = {e.tape: i for i, e in enumerate(events) if e.kind == "backward"}
     for idx, ev in enumerate(events):
@@ -171,7 +179,7 @@ def _taped_launches(trace: Trace, kernels: dict[_KernelKey, tuple[Span, str]], s
         if ev.kind != "launch" or kernel is None:
             continue
         key = (kernel.path, kernel.key)
-        if key not in kernels or key in seen:
+        if key in seen:
             continue
         if "library" in ev.detail:
             # a library's own launch of a kernel it compiles without backward is its design, not the
@@ -182,8 +190,11 @@ def _taped_launches(trace: Trace, kernels: dict[_KernelKey, tuple[Span, str]], s
         if tape is None or last_backward.get(tape, -1) < idx:
             continue
         if any(b.root().requires_grad for b in true_reads(ev)):
+            where = place(kernel)
+            if where is None:
+                continue
             seen.add(key)
-            yield kernel, ev
+            yield kernel, ev, where
 
 
 def _disabling_place(

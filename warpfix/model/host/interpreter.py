@@ -182,14 +182,14 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         if entry is not None:
             kind = entry[0]
             if kind == "def":
-                stmt = entry[1]
+                stmt = _definition(src, entry[1])
                 k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
                 if k is not None and k.defined_at(stmt):
                     v = self.new(stmt.name, "kernel", kernel=k)
                 else:
                     v = self.new(stmt.name, "func", func=(src, stmt))
             elif kind == "class":
-                stmt = entry[1]
+                stmt = _definition(src, entry[1])
                 k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
                 ckind = "class" if k is None else ("struct" if k.kind == "struct" else "const")
                 v = self.new(stmt.name, ckind, cls=(src, stmt))
@@ -230,7 +230,11 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         return self.new(name, "lib", value=dotted)
 
     def module_index(self, src: SourceFile) -> tuple[dict[str, tuple], list[tuple[str, int]]]:
-        """Module-level definitions and imports by name (computed once per file), and star imports."""
+        """Module-level definitions and imports by name (computed once per file), and star imports.
+        A project file's comes from its summary, with the place of each definition for its node:
+        only a file whose definition is used is parsed again (a re-export is not)."""
+        if src.path in self.links.summaries:
+            return self.links.index(src.path)
         hit = self.indexes.get(src.path)
         if hit is not None:
             return hit
@@ -375,3 +379,8 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.globals = {}
         # per root, so that what a root sees does not depend on which roots ran before it
         self.too_costly = set()
+
+
+def _definition(src: SourceFile, at: ast.AST | tuple[str, int, int]) -> ast.AST:
+    """A module index's definition: its node, or (in a project file's index) its place."""
+    return at if isinstance(at, ast.AST) else src.definition_at(at[1], at[2])

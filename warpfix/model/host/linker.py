@@ -238,17 +238,15 @@ class ProjectLinks:
         callers: dict[Key, set[Key]] = {}
         for path, summary in self.summaries.items():
             libs = self.library_names(path)
-            for effect in summary.effects:
-                if effect.library_root is not None and effect.library_root in libs:
+            for (hit, request, library_root), fns in summary.effects.items():
+                if library_root is not None and library_root in libs:
                     hit, called = True, []  # a call into a Warp-based library: its summary may touch arrays
                 else:
-                    hit = effect.hit
-                    called = self.callees(path, effect.request) if effect.request is not None else []
+                    called = self.callees(path, request) if request is not None else []
                 if hit:
-                    direct.update(effect.scope)
+                    direct.update(fns)
                 for target in called:
-                    for fn in effect.scope:
-                        callers.setdefault(target, set()).add(fn)
+                    callers.setdefault(target, set()).update(fns)
         effectful = set(direct)
         todo = list(direct)
         while todo:

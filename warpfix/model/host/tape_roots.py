@@ -100,7 +100,7 @@ class TapeRoots:
                     funcs.append(target[2])  # type: ignore[arg-type]
             elif target[0] == "class":
                 classes.append(target[2])  # type: ignore[arg-type]
-        library = unit.warp_library or not unit.names.isdisjoint(links.library_names(path))
+        library = unit.warp_library or not links.library_names(path).isdisjoint(unit.names)
         guesses = tuple(self.unique[n] for n in unit.called if n in self.unique)
         attrs = frozenset(n for n in unit.attrs if n in self.by_name)
         hit = self._links[unit_key] = _Linked(unit.seed, library, tuple(funcs), tuple(classes), guesses, attrs)
