@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,21 @@ CLASS_RULES = {
     6: {"WF302", "WF303", "WF304"}, 7: OVERWRITES | {"WF303"}, 8: {"WF701", "WF702", "WF502"},
 }
 ANYWHERE = (2, 3)  # classes whose planted "line" is a removed statement
+# Warp's own INFO log on stdout (a program that does not lower wp.config.log_level prints it; `wp.config.quiet`
+# does nothing in Warp 1.19): the init banner and its indented lines, and the per-module load lines, whose
+# timings (and, after an edit to a kernel, hashes) differ from run to run. Not the program's output.
+WARP_BANNER = re.compile(r"Warp \S+ initialized:$")
+WARP_MODULE = re.compile(r"Module \S+ \S+ load on device '[^']*' took [\d.]+ ms")
+
+
+def program_output(out: str) -> str:
+    """``out`` without Warp's INFO log lines (unchanged for a program that prints none)."""
+    kept, banner = [], False
+    for line in out.splitlines(keepends=True):
+        banner = bool(WARP_BANNER.match(line)) or (banner and line.startswith(" "))
+        if not banner and not WARP_MODULE.match(line):
+            kept.append(line)
+    return "".join(kept)
 
 
 class Runner:
@@ -63,7 +79,7 @@ class Runner:
     def run(self, folder: Path, entry: str) -> tuple[int, str]:
         p = subprocess.run([sys.executable, entry], cwd=folder, capture_output=True, text=True, env=self.env,
                            timeout=600, check=False)
-        return p.returncode, p.stdout
+        return p.returncode, program_output(p.stdout)
 
     def copy(self, corpus: Path, program: str, file: str, name: str) -> tuple[Path, str]:
         """A scratch folder holding the variant (entry file name) with the program's other modules."""

@@ -143,6 +143,7 @@ def _follow_imports(
     """Add the project modules that the given files import from the same tree (next to the importer)."""
     queue = list(files.values())
     known = {os.path.realpath(p) for p in files}
+    looked: set[str] = set()  # candidate paths already looked at (a package's files import alike)
     while queue:
         src = queue.pop()
         base_dir = os.path.dirname(src.path)
@@ -154,6 +155,9 @@ def _follow_imports(
                 rels.append(os.path.join(mod.replace(".", os.sep), name) if mod else name)
             for rel in rels:
                 for cand in (os.path.join(base_dir, rel + ".py"), os.path.join(base_dir, rel, "__init__.py")):
+                    if cand in looked:
+                        continue
+                    looked.add(cand)
                     real = os.path.realpath(cand)
                     if real in known or not os.path.isfile(cand):
                         continue

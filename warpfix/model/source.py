@@ -78,6 +78,25 @@ def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
     return nodes, parents
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _definitions(tree: ast.Module) -> dict[tuple[int, int], ast.AST]:
+    """Every ``def`` and ``class`` statement by its line and column, found through the statement
+    lists alone (a definition is a statement: no expression is visited)."""
+    out: dict[tuple[int, int], ast.AST] = {}
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[(node.lineno, node.col_offset)] = node
+        for name in _BODIES:
+            block = getattr(node, name, None)
+            if block:
+                todo.extend(block)
+    return out
+
+
 def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
     """:func:`_walk`'s nodes alone."""
     nodes: list[ast.AST] = [tree]
@@ -221,8 +240,7 @@ class SourceFile:
     def definition_at(self, line: int, column: int) -> ast.AST:
         """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""
         if self._defs is None:
-            self._defs = {(n.lineno, n.col_offset): n
-                          for n in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)}
+            self._defs = _definitions(self.tree)
         return self._defs[(line, column)]
 
     def enclosing_functions(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -16,6 +16,7 @@ from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
+    from warpfix.model.facts import KernelDef
 
 
 _COUNTER_ATOMICS = ("atomic_add", "atomic_sub", "atomic_inc", "atomic_dec")
@@ -52,6 +53,15 @@ def _index_uses(
     return uses
 
 
+def _mentions_atomic(src: SourceFile, kd: KernelDef) -> bool:
+    """Whether ``kd`` may call an atomic: its text names one (``wp.atomic_add``...), or the file
+    imports one under another name."""
+    if any(path.rpartition(".")[2].startswith("atomic_") for path in src.warp.names.values()):
+        return True
+    start, end = kd.lines
+    return any("atomic_" in line for line in src.text.splitlines()[start - 1:end])
+
+
 class _SlotFuncs:
     """``@wp.func``s (without a replay) that return a counter atomic's result, by name:
     (index of the counter parameter, the atomic's text). ``return wp.atomic_add(counter, 0, 1)`` or
@@ -75,10 +85,10 @@ def _slot_funcs(project: Project, replayed: set[str], name: str) -> dict[str, tu
     for kd in project.kernels:
         if kd.name != name or kd.kind != "func" or kd.name in replayed or not kd.is_function:
             continue
-        fn = kd.node
         src = project.files.get(kd.path)
-        if src is None:
-            continue
+        if src is None or not _mentions_atomic(src, kd):
+            continue  # its text calls no atomic: its body is not read
+        fn = kd.node
         params = [a.arg for a in fn.args.args]
         atomics: dict[str, ast.Call] = {}
         for node in function_body_nodes(fn):

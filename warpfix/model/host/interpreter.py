@@ -182,11 +182,11 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         if entry is not None:
             kind = entry[0]
             if kind == "def":
-                stmt = _definition(src, entry[1])
-                k = self.kernels_by_file.get(src.path, {}).get(stmt.name)
-                if k is not None and k.defined_at(stmt):
-                    v = self.new(stmt.name, "kernel", kernel=k)
+                k = self.kernels_by_file.get(src.path, {}).get(name)
+                if k is not None and _defines(k, entry[1]):  # a kernel: its file's tree is not needed
+                    v = self.new(name, "kernel", kernel=k)
                 else:
+                    stmt = _definition(src, entry[1])
                     v = self.new(stmt.name, "func", func=(src, stmt))
             elif kind == "class":
                 stmt = _definition(src, entry[1])
@@ -384,3 +384,8 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
 def _definition(src: SourceFile, at: ast.AST | tuple[str, int, int]) -> ast.AST:
     """A module index's definition: its node, or (in a project file's index) its place."""
     return at if isinstance(at, ast.AST) else src.definition_at(at[1], at[2])
+
+
+def _defines(kernel: KernelDef, at: ast.AST | tuple[str, int, int]) -> bool:
+    """Whether the module index's definition ``at`` (a node, or a place) is ``kernel``."""
+    return kernel.defined_at(at) if isinstance(at, ast.AST) else kernel.key == at[1:]
