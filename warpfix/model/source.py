@@ -149,6 +149,7 @@ class SourceFile:
     # id(node) -> (node, warp_name(node)): asked for again at every interpretation of the node
     _warp_names: dict[int, tuple[ast.AST, str | None]] = field(default_factory=dict, repr=False)
     _defs: dict[tuple[int, int], ast.AST] | None = field(default=None, repr=False)
+    _top: set[int] | None = field(default=None, repr=False)  # ids of the module body's statements
     _summary: FileSummary | None = field(default=None, repr=False)  # survives a release
     _kernels: list[KernelDef] | None = field(default=None, repr=False)  # see :meth:`scan`
     indexed: bool = True  # warp names and imports known (see :meth:`parse`)
@@ -198,7 +199,7 @@ class SourceFile:
         """Drop the syntax tree and everything built on it; the next use parses the text again.
         Only for a file no analysis holds a node of (the model releases files as it reads them,
         before any node of theirs is kept)."""
-        self._tree = self._nodes = self._parents = self._positions = self._defs = self._lines = None
+        self._tree = self._nodes = self._parents = self._positions = self._defs = self._lines = self._top = None
         self._by_type = {}
         self._warp_names = {}
         for k in self._kernels or ():
@@ -236,6 +237,12 @@ class SourceFile:
             else:
                 self._parents = _parents_of(self._nodes)
         return self._parents
+
+    def top_level(self, stmt: ast.AST) -> bool:
+        """Whether ``stmt`` is a statement of the module body itself (not nested in an ``if``)."""
+        if self._top is None:
+            self._top = {id(s) for s in self.tree.body}
+        return id(stmt) in self._top
 
     def definition_at(self, line: int, column: int) -> ast.AST:
         """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""

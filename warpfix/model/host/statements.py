@@ -113,7 +113,7 @@ class Statements:
             self.block(s.orelse, frame, module_level)
             self.block(s.finalbody, frame, module_level)
         elif isinstance(s, ast.FunctionDef):
-            if module_level and src.parents.get(id(s)) is src.tree:
+            if module_level and src.top_level(s):
                 return  # top-level definitions are resolved on first use (module_global)
             k = self.kernels_by_file.get(src.path, {}).get(s.name)
             if k is not None and k.defined_at(s):
@@ -121,7 +121,7 @@ class Statements:
             else:
                 frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
         elif isinstance(s, ast.ClassDef):
-            if not module_level or src.parents.get(id(s)) is not src.tree:
+            if not module_level or not src.top_level(s):
                 frame.locals[s.name] = self.new(s.name, "class", cls=(src, s))
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
             if not module_level:
