@@ -173,77 +173,84 @@ class _Summarizer:
         tree = self.src.tree
         module_unit = out.units[out.module_key()] = UnitFacts()
         nodes: list[ast.AST] = [tree]
-        units: list[UnitFacts] = [module_unit]
-        scopes: list[tuple[ast.AST, ...]] = [()]
+        # each node's (unit, functions around it): one pair per stretch of code, shared by its nodes
+        ctxs: list[tuple[UnitFacts, tuple[ast.AST, ...]]] = [(module_unit, ())]
         stores, defs, calls, effect_nodes = self.stores, self.defs, self.calls, self.effect_nodes
         Name, Attribute, Call, FunctionDef, AsyncFunctionDef, ClassDef = (
             ast.Name, ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        Store, With, Import, ImportFrom, AST = ast.Store, ast.With, ast.Import, ast.ImportFrom, ast.AST
+        Store, With, Import, ImportFrom, AST, Constant = (
+            ast.Store, ast.With, ast.Import, ast.ImportFrom, ast.AST, ast.Constant)
         top = {id(stmt) for stmt in tree.body}  # a class defined here is named, not local
         child_fields = _CHILD_FIELDS
         nested = self.nested
+        append_node, append_ctx = nodes.append, ctxs.append
         i = 0
         while i < len(nodes):
-            node, unit, scope = nodes[i], units[i], scopes[i]
-            i += 1
+            node = nodes[i]
             cls = node.__class__
+            if cls is Constant:
+                i += 1
+                continue
+            ctx = ctxs[i]
+            i += 1
             if cls is Name:
-                unit.names.add(node.id)  # type: ignore[attr-defined, union-attr]
+                ctx[0].names.add(node.id)  # type: ignore[attr-defined, union-attr]
                 if node.ctx.__class__ is Store:  # type: ignore[attr-defined]
+                    scope = ctx[1]
                     stores.setdefault(id(scope[0]) if scope else None, set()).add(node.id)  # type: ignore[attr-defined]
                 continue  # its only child is the context
             if cls is Attribute:
+                unit = ctx[0]
                 attr = node.attr  # type: ignore[attr-defined]
                 unit.attrs.add(attr)  # type: ignore[union-attr]
                 chain = _name_chain(node.value)  # type: ignore[attr-defined]
                 if chain is not None:
                     unit.chains.add((chain, attr))  # type: ignore[union-attr]
-                if attr in GRAD_ATTRS and scope:
-                    effect_nodes.append((node, scope))  # type: ignore[arg-type]
+                if attr in GRAD_ATTRS and ctx[1]:
+                    effect_nodes.append((node, ctx[1]))  # type: ignore[arg-type]
             elif cls is Call:
-                calls.append((node, unit, scope))  # type: ignore[arg-type]
+                calls.append((node, *ctx))  # type: ignore[arg-type]
                 if node.func.__class__ is Attribute:  # type: ignore[attr-defined]
-                    unit.called.add(node.func.attr)  # type: ignore[attr-defined, union-attr]
+                    ctx[0].called.add(node.func.attr)  # type: ignore[attr-defined, union-attr]
             elif cls is FunctionDef or cls is AsyncFunctionDef:
                 defs.append(node)  # type: ignore[arg-type]
+                unit, scope = ctx
                 nested.update(id(fn) for fn in scope)  # the functions it is defined in
-                scope = (node, *scope)  # its children run inside it
+                ctx = (unit, (node, *scope))  # its children run inside it
             elif cls is ClassDef:
                 defs.append(node)  # type: ignore[arg-type]
+                unit, scope = ctx
                 header = out.units[self.key(node)] = UnitFacts()  # its base expressions
                 if id(node) not in top:
                     unit.local_classes.append(self.key(node))  # type: ignore[union-attr]
                 for stmt in node.body:  # type: ignore[attr-defined]
-                    nodes.append(stmt)
+                    append_node(stmt)
                     if stmt.__class__ is FunctionDef or stmt.__class__ is AsyncFunctionDef:
                         self.owners[id(stmt)] = node  # type: ignore[assignment]
                     if stmt.__class__ is FunctionDef:  # a method: a unit of its own
-                        units.append(out.units.setdefault(self.key(stmt), UnitFacts()))
+                        append_ctx((out.units.setdefault(self.key(stmt), UnitFacts()), scope))
                     else:
-                        units.append(unit)  # the class body runs with the code that defines it
-                    scopes.append(scope)
+                        append_ctx(ctx)  # the class body runs with the code that defines it
+                header_ctx = (header, scope)
                 for expr in (*node.bases, *node.keywords):  # type: ignore[attr-defined]
-                    nodes.append(expr)
-                    units.append(header)
-                    scopes.append(scope)
+                    append_node(expr)
+                    append_ctx(header_ctx)
                 for expr in node.decorator_list:  # type: ignore[attr-defined]
-                    nodes.append(expr)
-                    units.append(unit)
-                    scopes.append(scope)
+                    append_node(expr)
+                    append_ctx(ctx)
                 continue
             elif cls is With:
-                if scope:
-                    effect_nodes.append((node, scope))  # type: ignore[arg-type]
+                if ctx[1]:
+                    effect_nodes.append((node, ctx[1]))  # type: ignore[arg-type]
             elif cls is Import or cls is ImportFrom:
                 self.imports.append(node)  # type: ignore[arg-type]
             elif node is tree:
                 for stmt in tree.body:
-                    nodes.append(stmt)
+                    append_node(stmt)
                     if stmt.__class__ is FunctionDef:  # a module-level function: a unit of its own
-                        units.append(out.units.setdefault(self.key(stmt), UnitFacts()))
+                        append_ctx((out.units.setdefault(self.key(stmt), UnitFacts()), ()))
                     else:
-                        units.append(unit)
-                    scopes.append(scope)
+                        append_ctx(ctx)
                 continue
             fields = child_fields.get(cls)
             if fields is None:
@@ -253,13 +260,11 @@ class _Summarizer:
                 if value.__class__ is list:
                     for child in value:
                         if isinstance(child, AST):
-                            nodes.append(child)
-                            units.append(unit)
-                            scopes.append(scope)
+                            append_node(child)
+                            append_ctx(ctx)
                 elif isinstance(value, AST):
-                    nodes.append(value)
-                    units.append(unit)
-                    scopes.append(scope)
+                    append_node(value)
+                    append_ctx(ctx)
 
     def _calls(self, out: FileSummary) -> None:
         """What the calls tell: a unit calls ``wp.Tape()`` or into ``wp.fem`` / ``wp.optim``; and, in
