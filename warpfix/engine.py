@@ -19,6 +19,7 @@ from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, gc_frozen, module_name_for
+from warpfix.model.file_cache import FileCache
 from warpfix.model.project_files import mentions_warp, model_texts
 from warpfix.model.taped import mark_taped, paths_context_records
 from warpfix.model.trace_summary import TraceSummary
@@ -418,7 +419,9 @@ def check_paths(
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
                                skipped=dict(found.skipped))
-    parse = parse_and_release if sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES else parse_file
+    parse: ParseFn = parse_file
+    if sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES:
+        parse = _cached(FileCache(_rules_fingerprint())) if use_cache else parse_and_release
     with _collector_paused(freeze=True):
         files, parse_errors = _parse_all(relevant, parse)
         _follow_imports(files, parse_errors, parse)
@@ -443,6 +446,19 @@ def _parse_all(texts: dict[str, str], parse: ParseFn = parse_file) -> tuple[dict
         else:
             out[path] = parsed
     return out, errors
+
+
+def _cached(cache: FileCache) -> ParseFn:
+    """:func:`parse_and_release` through the file cache: an unchanged file is not read again."""
+    def parse(path: str, text: str) -> tuple[SourceFile | None, str | None]:
+        hit = cache.load(path, text, module_name_for(path))
+        if hit is not None:
+            return hit, None
+        parsed, err = parse_and_release(path, text)
+        if parsed is not None:
+            cache.store(parsed)
+        return parsed, err
+    return parse
 
 
 def parse_and_release(path: str, text: str) -> tuple[SourceFile | None, str | None]:
