@@ -1,14 +1,18 @@
 """WF601, the truncation shape: a tape made anew in every pass of the frame loop, one backward after it.
 
 The finding's span is the ``with tape:`` block inside the loop (``data["shape"] == "tape-per-pass"``).
-The loop body holds ``tape = wp.Tape()`` as a direct statement; the rewrite makes every pass record on
-one tape, so that the backward after the loop replays every pass:
+The loop body holds ``tape = wp.Tape()`` as a direct statement, or the block is ``with wp.Tape() as
+tape:`` (``tape`` a name or an attribute); the rewrite makes every pass record on one tape, so that the
+backward after the loop replays every pass:
 
 * when the block around the loop already makes ``tape = wp.Tape()`` before it, or resets it there
   (``self.tape.reset()``: a tape the class made once), and runs no backward, ``zero`` or ``reset`` of
   it in between, the creation in the loop is deleted: every ``with tape:`` re-enters the tape made or
   reset before the loop (a recording of the code before the loop stays on it);
 * when that block does not name the tape before the loop, the creation moves before the loop.
+
+A ``with wp.Tape() as tape:`` block becomes ``with tape:`` in both cases (and ``tape = wp.Tape()`` the
+statement that moves before the loop).
 
 Nothing else changes: no forward value, no other statement. Skipped with the reason: a loop that
 assigns the tape elsewhere too, runs its backward/``zero``/``reset``, or a tape used before the loop
@@ -44,7 +48,8 @@ class OneTapeOverPasses(FindingCommand):
 
     def plan(self, tree: cst.Module) -> None:
         block = self.on_line(cst.With, lambda w: len(w.items) == 1)
-        tape = self.code(block.items[0].item)
+        item = block.items[0]
+        tape = self.code(item.asname.name if item.asname is not None else item.item)
         if self.data["tape"] and self.data["tape"] != tape:
             raise self.not_applicable(f"the block records on {tape}, not {self.data['tape']}")
         loop = self.enclosing(block, cst.For)
@@ -59,9 +64,12 @@ class OneTapeOverPasses(FindingCommand):
 
     def one_tape(self, loop: cst.For, tape: str) -> None:
         """Every pass of ``loop`` re-enters one tape: the creation in its body goes (or moves before it)."""
-        creations = [s for s in loop.body.body if self._creates(s, tape)]
+        creations = [s for s in loop.body.body if self._creates(s, tape) or self._with_creates(s, tape)]
         if len(creations) != 1:
-            raise self.not_applicable(f"the loop body has {len(creations)} `{tape} = wp.Tape()` statements, not 1")
+            raise self.not_applicable(
+                f"the loop body has {len(creations)} `{tape} = wp.Tape()` statements or `with wp.Tape() as {tape}:` "
+                "blocks, not 1"
+            )
         if self._rebinds(loop, tape) != 1 or self._uses(loop, tape, ("zero", "reset")):
             raise self.not_applicable(f"the loop assigns {tape} again or runs its zero or reset")
         outer = list(self.block_of(loop))
@@ -73,11 +81,25 @@ class OneTapeOverPasses(FindingCommand):
             if any(self._uses(s, tape, ("backward", "zero", "reset")) or self._rebinds(s, tape)
                    for s in before[made + 1 :]):
                 raise self.not_applicable(f"{tape} is used between its creation and the loop")
-            self.remove(creations[0])
+            self._drop_creation(creations[0], tape)
             return
         if any(tape in self.code(s) for s in before):
             raise self.not_applicable(f"{tape} is used before the loop but not made in its block")
-        self.move_before(creations[0], loop)
+        made = creations[0]
+        if isinstance(made, cst.With):  # `with wp.Tape() as tape:`: the creation becomes a statement
+            self.insert_before(loop, [self.statement(f"{tape} = {self.code(made.items[0].item)}\n")])
+            self._drop_creation(made, tape)
+        else:
+            self.move_before(made, loop)
+
+    def _drop_creation(self, made: cst.BaseStatement, tape: str) -> None:
+        """The pass no longer makes the tape: ``tape = wp.Tape()`` goes, ``with wp.Tape() as tape:`` becomes
+        ``with tape:``."""
+        if isinstance(made, cst.With):
+            self.replace(made, lambda new: new.with_changes(
+                items=[new.items[0].with_changes(item=self.expression(tape), asname=None)]))
+        else:
+            self.remove(made)
 
     def _creates(self, stmt: cst.BaseStatement, tape: str) -> bool:
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
@@ -87,6 +109,14 @@ class OneTapeOverPasses(FindingCommand):
             isinstance(assign, cst.Assign) and len(assign.targets) == 1 and self.code(assign.targets[0].target) == tape
             and is_warp_call(assign.value, "Tape") and not assign.value.args
         )
+
+    def _with_creates(self, stmt: cst.BaseStatement, tape: str) -> bool:
+        """``with wp.Tape() as <tape>:`` (the block records on the tape it makes)."""
+        if not isinstance(stmt, cst.With) or len(stmt.items) != 1:
+            return False
+        item = stmt.items[0]
+        return item.asname is not None and self.code(item.asname.name) == tape and is_warp_call(
+            item.item, "Tape") and not item.item.args
 
     def _resets(self, stmt: cst.BaseStatement, tape: str) -> bool:
         """``<tape>.reset()`` as a statement of its own."""

@@ -1,16 +1,23 @@
 """WF601: hoist a per-window tape out of the window (frame) loop.
 
 The finding's span is the ``tape.backward(loss)`` call inside the window loop. The loop
-body must hold, as direct statements: ``tape = wp.Tape()``, one ``with tape:`` block, the
-backward, and optionally the per-window gradient handling (an accumulation of
+body must hold, as direct statements: ``tape = wp.Tape()`` and one ``with tape:`` block (or
+one ``with wp.Tape() as tape:`` block, ``tape`` a name or an attribute such as ``self.tape``),
+the backward, and optionally the per-window gradient handling (an accumulation of
 ``param.grad`` into a buffer, ``tape.zero()``). The rewrite:
 
-* moves ``tape = wp.Tape()`` before the loop and wraps the whole loop in ``with tape:``;
-  the window's ``with`` block is inlined into the loop body;
+* moves ``tape = wp.Tape()`` before the loop (a ``with wp.Tape() as tape:`` becomes that
+  statement) and wraps the whole loop in ``with tape:``; the window's ``with`` block is
+  inlined into the loop body;
 * keeps one loss array per window (the loop's allocation; a loss allocated once and
   zeroed with ``loss.zero_()`` in the loop gets ``loss = wp.zeros_like(loss)`` there) and
   adds each into a new ``<loss>_total`` array with a small kernel on the tape, in place of
   the backward; ``tape.backward(<loss>_total)`` follows the loop;
+* a loss the windows share instead (neither allocated nor zeroed in the loop: zeroed once
+  before it, or made once by the class) that every launch of every window only adds into
+  (``wp.atomic_add``, ``+=``; checked down through the project's functions and methods,
+  ``codemods/_hoist_loss.py``) already holds the episode objective: the per-window backward
+  goes and ``tape.backward(loss)`` follows the loop, nothing else about the loss changes;
 * deletes the cross-window gradient accumulation (``wp.launch(k, inputs=[G, p.grad])`` or
   ``G += p.grad.numpy()``), its ``G.zero_()`` and its allocation, and points every later
   reader of ``G`` (the optimizer) at ``p.grad`` (``p.grad.numpy()`` for a host buffer);
@@ -35,7 +42,8 @@ Anything else is skipped with the reason (the finding keeps its manual recipe; s
 ``WF601_SHAPES.md``): a window loop that is not ``for <name> in range(<frames>)`` when a
 state list must grow, ``break``/``continue``/``return`` in the window loop, a ``.grad``
 read that is not a recognised accumulation, a loss neither allocated nor zeroed per
-window, a state list allocated elsewhere or used in a way the index rewrite does not
+window that some window overwrites, resets, rebinds or hands to code outside the project (the
+reason names the place), a state list allocated elsewhere or used in a way the index rewrite does not
 cover, a scratch array updated in place, a gradient buffer read outside the loop's block.
 
 The rewrite's memory cost (state buffers added, what the tape now keeps alive) is left in
@@ -60,6 +68,7 @@ import libcst as cst
 from codemods._base import call_name, keyword, positional
 from codemods._hoist_carries import CarryHoist
 from codemods._hoist_gradients import GradientHoist, data_lines
+from codemods._hoist_loss import LossRefusal, LossWalk
 from codemods._hoist_state_lists import StateList
 
 _LOOP_EXITS = (cst.Break, cst.Continue, cst.Return)
@@ -74,6 +83,8 @@ def _stem(place: str) -> str:
 
 
 class HoistWindowTape(GradientHoist, CarryHoist):
+    loss_adds: list[str]  # the launches that add into a loss the windows share (the accumulated-loss shape)
+
     DESCRIPTION = "WF601: one tape around the whole window loop, one backward after it."
     RULES = ("WF601",)
     DATA = {
@@ -108,7 +119,7 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         block = self.block_of(loop)
         scope = self.enclosing(loop, cst.FunctionDef) or self.tree
 
-        creation = self._tape_creation(body, bwd, tape)
+        creation, made = self._tape_creation(body, bwd, tape)
         with_stmt = self._with_block(body, bwd, tape)
         zeros = [s for s in body[body.index(with_stmt) + 1 :] if self._calls_method(s, tape, ("zero", "reset"))]
         expected_zero = data_lines(self.data["tape_zero_lines"])
@@ -126,7 +137,7 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         # the checks passed: register the edits (a NotApplicable raised below still discards them all)
         for st in states:
             self._grow_states(st, loop, frame, frames)
-        for stmt in [creation, *zeros, *(a.stmt for a in accumulations)]:
+        for stmt in [*([creation] if creation is not None else []), *zeros, *(a.stmt for a in accumulations)]:
             self.remove(stmt)
         self.replace(with_stmt, lambda new: cst.FlattenSentinel(list(new.body.body)))
         for stmt, code in carries:  # the next window starts from this window's own (fresh) buffers
@@ -134,11 +145,15 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         for stmt in loss_zeroings:  # each window's loss in its own array, kept for the backward
             self.replace(stmt, self.statement(f"{loss} = {self.warp_alias()}.zeros_like({loss})\n").with_changes(
                 leading_lines=stmt.leading_lines))
-        total = self.fresh_name(f"{_stem(loss)}_total")
-        kernel = self.fresh_name("accumulate_loss")
-        self.replace(bwd, self.statement(
-            f"{self.warp_alias()}.launch({kernel}, dim=1, inputs=[{loss}], outputs=[{total}])\n"
-        ).with_changes(leading_lines=bwd.leading_lines))
+        if loss_alloc is None:  # every window adds into the one loss: it is the episode's, backward it
+            self.remove(bwd)
+            total = loss
+        else:
+            total = self.fresh_name(f"{_stem(loss)}_total")
+            kernel = self.fresh_name("accumulate_loss")
+            self.replace(bwd, self.statement(
+                f"{self.warp_alias()}.launch({kernel}, dim=1, inputs=[{loss}], outputs=[{total}])\n"
+            ).with_changes(leading_lines=bwd.leading_lines))
         if scratch:
             self.insert_before(body[0], [s.with_changes(leading_lines=()) for s in scratch])
         self.replace(loop, lambda new: cst.With(
@@ -146,19 +161,23 @@ class HoistWindowTape(GradientHoist, CarryHoist):
             body=cst.IndentedBlock(body=[new.with_changes(leading_lines=())]),
             leading_lines=new.leading_lines,
         ))
-        # the kernel first: when the loop is module-level code, its definition goes above that code
-        anchor = self._kernel_anchor(loop)
-        kernel_def = self._kernel_def(kernel, loss_alloc)
-        position = len(self._edit(anchor).before)
-        self.insert_definitions(anchor, [kernel_def])
-        if all(line.comment is None for line in anchor.leading_lines):  # blank lines only: PEP 8 spacing
-            self._edit(anchor).before[position] = kernel_def.with_changes(leading_lines=[cst.EmptyLine()] * 2)
+        if loss_alloc is not None:
+            # the kernel first: when the loop is module-level code, its definition goes above that code
+            anchor = self._kernel_anchor(loop)
+            kernel_def = self._kernel_def(kernel, loss_alloc)
+            position = len(self._edit(anchor).before)
+            self.insert_definitions(anchor, [kernel_def])
+            if all(line.comment is None for line in anchor.leading_lines):  # blank lines only: PEP 8 spacing
+                self._edit(anchor).before[position] = kernel_def.with_changes(leading_lines=[cst.EmptyLine()] * 2)
         if initial:
             outer, allocs = initial
             self.insert_before(outer.body.body[0], [a.with_changes(leading_lines=()) for a in allocs])
-        self.insert_before(loop, [self._total_allocation(loss_alloc, total), creation.with_changes(leading_lines=())])
+        made_stmt = creation.with_changes(leading_lines=()) if creation is not None else self.statement(made)
+        self.insert_before(loop, [
+            *([self._total_allocation(loss_alloc, total)] if loss_alloc is not None else []), made_stmt,
+        ])
         self._retarget_consumers(block, loop, scope, accumulations, zeros, tape, total)
-        self.context.scratch["summary"] = self._summary(states, frames)
+        self.context.scratch["summary"] = self._summary(states, frames, None if loss_alloc is not None else loss)
 
     # -- checks -----------------------------------------------------------------------------
     def _check_loop(self, loop: cst.For) -> None:
@@ -185,29 +204,50 @@ class HoistWindowTape(GradientHoist, CarryHoist):
             raise self.not_applicable(f"the backward's loss is {loss}, not {self.data['loss']}")
         return loss
 
-    def _tape_creation(self, body: list[cst.BaseStatement], bwd: cst.BaseStatement, tape: str) -> cst.BaseStatement:
+    def _tape_creation(
+        self, body: list[cst.BaseStatement], bwd: cst.BaseStatement, tape: str
+    ) -> tuple[cst.BaseStatement | None, str]:
+        """The window's ``tape = wp.Tape()`` (deleted by the hoist) and its code; ``(None, code)`` when the
+        window's ``with wp.Tape() as tape:`` makes it (the block is inlined, the creation made a statement)."""
         for stmt in body[: body.index(bwd)]:
             assign = self._assign(stmt)
             if assign is not None and self.code(assign.targets[0].target) == tape:
                 if call_name(assign.value) != "Tape":
                     raise self.not_applicable(f"{tape} is bound to something other than a new wp.Tape()")
-                return stmt
+                return stmt, self.code(stmt)
+            if isinstance(stmt, cst.With) and any(
+                i.asname is not None and self.code(i.asname.name) == tape for i in stmt.items
+            ):
+                item = stmt.items[0]
+                if len(stmt.items) != 1 or call_name(item.item) != "Tape":
+                    raise self.not_applicable(
+                        f"`with ... as {tape}:` at line {self.pos(stmt).start.line} binds {tape} to something other "
+                        "than a new wp.Tape()"
+                    )
+                return None, f"{tape} = {self.code(item.item)}\n"
         raise self.not_applicable(f"{tape} is not created in the window loop (reused tape)")
 
     def _with_block(self, body: list[cst.BaseStatement], bwd: cst.BaseStatement, tape: str) -> cst.With:
-        blocks = [s for s in body if isinstance(s, cst.With) and any(self.code(i.item) == tape for i in s.items)]
+        blocks = [s for s in body if isinstance(s, cst.With) and any(
+            self.code(i.item) == tape or i.asname is not None and self.code(i.asname.name) == tape for i in s.items
+        )]
         if len(blocks) != 1 or body.index(blocks[0]) > body.index(bwd):
             raise self.not_applicable(f"the window loop does not hold exactly one `with {tape}:` before the backward")
         block = blocks[0]
-        if len(block.items) != 1 or block.items[0].asname is not None or not isinstance(block.body, cst.IndentedBlock):
+        made = block.items[0].asname is not None and self.code(block.items[0].asname.name) == tape
+        if len(block.items) != 1 or block.items[0].asname is not None and not made or not isinstance(
+            block.body, cst.IndentedBlock
+        ):
             raise self.not_applicable(f"`with {tape}:` at line {self.pos(block).start.line} has other context items")
         return block
 
     def _loss_allocation(
         self, body: list[cst.BaseStatement], with_stmt: cst.With, loss: str, loop: cst.For, scope: cst.CSTNode
-    ) -> tuple[cst.Call, list[cst.BaseStatement]]:
+    ) -> tuple[cst.Call | None, list[cst.BaseStatement]]:
         """The loss's allocation call, and the ``loss.zero_()`` statements of the loop that must become fresh
-        allocations (``loss = wp.zeros_like(loss)``) when the loss is allocated once outside the loop."""
+        allocations (``loss = wp.zeros_like(loss)``) when the loss is allocated once outside the loop.
+        ``(None, [])`` when the loop neither allocates nor zeroes the loss and every window only adds into
+        it (:mod:`codemods._hoist_loss`): it then holds the episode objective, and is backwarded as it is."""
         for stmt in [*body[: body.index(with_stmt)], *with_stmt.body.body]:
             assign = self._assign(stmt)
             if assign is not None and self.code(assign.targets[0].target) == loss:
@@ -227,10 +267,22 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         if zeroings and len(allocs) == 1 and call_name(allocs[0].value) in ("zeros", "empty"):
             assert isinstance(allocs[0].value, cst.Call)
             return allocs[0].value, zeroings
-        raise self.not_applicable(
-            f"the loss {loss} is neither allocated in the window loop nor zeroed there with {loss}.zero_(): "
-            "allocate it per window"
-        )
+        if zeroings:
+            raise self.not_applicable(
+                f"the loss {loss} is zeroed in the window loop but not allocated once by one wp.zeros call "
+                f"({len(allocs)} allocation(s) in this file): allocate it per window"
+            )
+        filename = self.context.filename or "<module>"
+        walk = LossWalk({**(self.context.scratch.get("sources") or {}), filename: self.tree.code})
+        try:
+            walk.check(filename, self.pos(loop).start.line, loss)
+        except LossRefusal as why:
+            raise self.not_applicable(
+                f"the loss {loss} is neither allocated in the window loop nor zeroed there with {loss}.zero_(), "
+                f"so every window must only add into it, but {why}: allocate it per window"
+            ) from None
+        self.loss_adds = walk.adds
+        return None, []
 
     def _frame_var(self, loop: cst.For) -> tuple[str, str]:
         it = loop.iter
@@ -258,8 +310,12 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         )
         return cst.parse_module(source, config=self.tree.config_for_parsing).body[0]
 
-    def _summary(self, states: list[StateList], frames: str) -> str:
+    def _summary(self, states: list[StateList], frames: str, added: str | None) -> str:
         parts = [
+            f"the loss {added} sums every window's terms ({', '.join(self.loss_adds)} add into it): its one "
+            "backward after the loop is the episode's"
+        ] if added else []
+        parts += [
             f"state list {st.name}: {frames} * {st.steps} + 1 buffers instead of {st.steps} + 1, i.e. "
             f"({frames} - 1) * {st.steps} extra state buffers x the bytes of one `{self.code(st.alloc.value.elt)}`"
             for st in states
