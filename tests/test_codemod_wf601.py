@@ -22,7 +22,8 @@ from warpfix.fixes import compute_edits
 from warpfix.verify import run_verify
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-CASES = ("WF601-per-window-tape", "WF601-state-list-helper", "WF601-class-substeps")
+CASES = ("WF601-per-window-tape", "WF601-state-list-helper", "WF601-class-substeps", "WF601-shared-episode-loss",
+         "WF601-with-tape-per-window")
 
 _INLINE_BEFORE = '''
         import warp as wp
