@@ -116,17 +116,42 @@ def bench_corpus(name: str, repos: dict[str, Path], table: Table, work: Path, co
     copies = work / f"two-{name}"
     for k in ("a", "b"):
         shutil.copytree(root, copies / k / name, ignore=shutil.ignore_patterns("__pycache__"))
+    edited = work / f"edited-{name}"
+    shutil.copytree(root, edited / name, ignore=shutil.ignore_patterns("__pycache__"))
     for label, repo in repos.items():
         cwd = work / f"cache-{label}-{name}"
         cwd.mkdir()
-        env = warpfix_env(repo)
+        # cold: no result cache (a new folder) and no file-summary cache (a new user cache folder,
+        # which the installed packages' summaries are copied into: a user has those from the first run)
+        env = {**warpfix_env(repo), "WARPFIX_CACHE_DIR": str(fresh_cache_dir(work, f"{label}-{name}"))}
         cold = measure(warpfix("check", "--format", "json", str(root)), cwd, env)
         table.add(f"{name}: warpfix check cold [{label}]", cold, f"{cold.cpu / parse.cpu:.1f}x ast.parse")
         warm = measure(warpfix("check", "--format", "json", str(root)), cwd, env)
         table.add(f"{name}: warpfix check warm [{label}]", warm)
+        # after a one-line edit of one file: the result cache misses, the other files' summaries hit
+        measure(warpfix("check", "--format", "json", name), edited, env)
+        target = edited / name / ("__init__.py" if (edited / name / "__init__.py").exists() else "")
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(f"\n# edited by the benchmark ({label})\n")
+        after = measure(warpfix("check", "--format", "json", name), edited, env)
+        table.add(f"{name}: warpfix check after a one-line edit [{label}]", after,
+                  f"{after.cpu / cold.cpu:.2f}x cold")
         if label == "this" or copies_for_baseline:
             two = measure(warpfix("check", "--no-cache", "--format", "json", "a", "b"), copies, env)
             table.add(f"{name}: two copies, cold [{label}]", two, f"{two.cpu / cold.cpu:.2f}x one copy")
+
+
+def fresh_cache_dir(work: Path, label: str) -> Path:
+    """A user cache folder with no file summaries, holding the installed packages' summaries the
+    user's own folder holds (``warpfix/library``: written at a user's first check, kept after)."""
+    folder = work / f"user-cache-{label}"
+    base = os.environ.get("WARPFIX_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "warpfix", "library")
+    if os.path.isdir(base):
+        shutil.copytree(base, folder, ignore=shutil.ignore_patterns("files"))
+    else:
+        folder.mkdir()
+    return folder
 
 
 # -- editor ---------------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ class Span:
     end_line: int
     end_column: int
 
+    def __reduce__(self) -> tuple:
+        # a slotted dataclass pickles through dataclasses.fields() per object: spans are many
+        return Span, (self.path, self.line, self.column, self.end_line, self.end_column)
+
 
 @dataclass(frozen=True)
 class Fix:

@@ -42,6 +42,10 @@ class Access:
     loops: tuple[LoopKind, ...] = ()  # enclosing loops, outermost first
     via: str | None = None  # name of the @wp.func through which the access happens
 
+    def __reduce__(self) -> tuple:
+        # a slotted dataclass pickles through dataclasses.fields() per object (file summaries cache many)
+        return Access, (self.kind, self.span, self.index, self.loops, self.via)
+
 
 @dataclass(slots=True)
 class ParamFacts:

@@ -42,6 +42,7 @@ class FileCache:
         self.base = base
         self.folder = os.path.join(base, hashlib.sha256(self.salt).hexdigest()[:16]) if base else None
         self._pruned = False
+        self._made: set[str] = set()  # folders known to exist
         self.hits = self.misses = 0
 
     def _prune(self) -> None:
@@ -108,11 +109,13 @@ class FileCache:
         finally:
             for k, source, node in sources:
                 k.source, k._node = source, node
+        folder = os.path.dirname(file)
         try:
-            os.makedirs(os.path.dirname(file), exist_ok=True)
-            tmp = f"{file}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
+            if folder not in self._made:
+                os.makedirs(folder, exist_ok=True)
+                self._made.add(folder)
+            # written in place: an entry cut short (a concurrent check, a crash) fails to load, a miss
+            with open(file, "wb") as fh:
                 fh.write(data)
-            os.replace(tmp, file)
         except OSError:
             pass
