@@ -118,3 +118,23 @@ def test_a_new_version_of_the_code_clears_the_old_entries(project: Path) -> None
     assert src is not None, err
     cache.store(src)
     assert [p for p in base.iterdir() if p.is_dir()] == [Path(cache.folder or "")]
+
+
+def test_files_read_in_forked_workers_give_the_same_findings(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs 2`` on a large project: the files are read in two forked processes, which send back
+    each file's summary and write the cache; findings and order are a single process's."""
+    for k in range(engine.PARALLEL_MIN_FILES):
+        (project / f"more{k:02d}.py").write_text(_HELPER.replace("def make", f"def make{k}"))
+    forks = []
+    real = engine._scan_forked
+    monkeypatch.setattr(engine, "_scan_forked", lambda *a: forks.append(1) or real(*a))
+    monkeypatch.setenv("WARPFIX_CACHE_DIR", "")  # every file read: by the workers, then by one process
+    forked = [f.to_json() for f in check_paths([str(project)], jobs=2, use_cache=False).findings]
+    assert forks, "the files were read in workers"
+    serial = [f.to_json() for f in check_paths([str(project)], jobs=1, use_cache=False).findings]
+    assert forked == serial and [f["rule"] for f in serial] == ["WF201"]
+    monkeypatch.setenv("WARPFIX_CACHE_DIR", str(project.parent / "cache2"))
+    check_paths([str(project)], jobs=2)  # the workers write the cache
+    seen = _loads(monkeypatch)
+    assert _check(project) == serial
+    assert seen and all(hit for _, hit in seen)

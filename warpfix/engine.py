@@ -19,7 +19,7 @@ from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
 from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
 from warpfix.model import Project, SourceFile, build_project, gc_frozen, module_name_for
-from warpfix.model.file_cache import FileCache
+from warpfix.model.file_cache import FileCache, decode, encode
 from warpfix.model.project_files import mentions_warp, model_texts
 from warpfix.model.taped import mark_taped, paths_context_records
 from warpfix.model.trace_summary import TraceSummary
@@ -419,15 +419,20 @@ def check_paths(
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
                                skipped=dict(found.skipped))
+    jobs = jobs if jobs > 0 else default_jobs()
     parse: ParseFn = parse_file
-    if sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES:
-        parse = _cached(FileCache(_rules_fingerprint())) if use_cache else parse_and_release
+    large = sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES
+    cache = FileCache(_rules_fingerprint()) if large and use_cache else None
+    if large:
+        parse = _cached(cache) if cache is not None else parse_and_release
     with _collector_paused(freeze=True):
-        files, parse_errors = _parse_all(relevant, parse)
+        if large and jobs > 1 and len(relevant) >= PARALLEL_MIN_FILES and _can_fork():
+            files, parse_errors = _scan_forked(relevant, jobs, cache)
+        else:
+            files, parse_errors = _parse_all(relevant, parse)
         _follow_imports(files, parse_errors, parse)
         project = build_checked(files, version, parse_errors)
-    findings = run_rules(project, select=select, ignore=ignore, config=config,
-                         jobs=jobs if jobs > 0 else default_jobs())
+    findings = run_rules(project, select=select, ignore=ignore, config=config, jobs=jobs)
     if key is not None:
         _cache_store(key, findings, parse_errors)
     sources = {p: s.text for p, s in files.items()}
@@ -446,6 +451,67 @@ def _parse_all(texts: dict[str, str], parse: ParseFn = parse_file) -> tuple[dict
         else:
             out[path] = parsed
     return out, errors
+
+
+# the texts the forked scan workers read: set before the pool forks, so each worker inherits them
+_SCAN: tuple[dict[str, str], FileCache | None] | None = None
+
+
+def _scan_forked(texts: dict[str, str], jobs: int, cache: FileCache | None
+                 ) -> tuple[dict[str, SourceFile], list[InputError]]:
+    """:func:`_parse_all` with :func:`parse_and_release`, the files the cache does not hold read in
+    ``jobs`` forked processes. A worker sends back each file's summary and kernel facts as the
+    bytes it also writes to the cache (no tree crosses processes); the result is the same, in the
+    same order, as one process's."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _SCAN
+    found: dict[str, SourceFile | InputError] = {}
+    todo = []
+    for path, text in texts.items():
+        hit = cache.load(path, text, module_name_for(path)) if cache is not None else None
+        if hit is not None:
+            found[path] = hit
+        else:
+            todo.append(path)
+    if todo:
+        todo.sort(key=lambda p: -len(texts[p]))  # the largest first: the chunks end together
+        chunks = [todo[k::jobs * 4] for k in range(jobs * 4)]
+        _SCAN = (texts, cache)
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                for results in pool.map(_scan_chunk, [c for c in chunks if c]):
+                    for path, blob, err in results:
+                        src = decode(path, texts[path], module_name_for(path), blob) if blob is not None else None
+                        found[path] = src if src is not None else InputError(path, err or "cannot parse")
+        finally:
+            _SCAN = None
+    out: dict[str, SourceFile] = {}
+    errors: list[InputError] = []
+    for path in sorted(texts):
+        item = found[path]
+        if isinstance(item, InputError):
+            errors.append(item)
+        else:
+            out[path] = item
+    return out, errors
+
+
+def _scan_chunk(paths: list[str]) -> list[tuple[str, bytes | None, str | None]]:
+    assert _SCAN is not None
+    texts, cache = _SCAN
+    out: list[tuple[str, bytes | None, str | None]] = []
+    for path in paths:
+        parsed, err = parse_and_release(path, texts[path])
+        if parsed is None:
+            out.append((path, None, err))
+            continue
+        blob = encode(parsed)
+        if cache is not None:
+            cache.write(path, texts[path], blob)
+        out.append((path, blob, None))
+    return out
 
 
 def _cached(cache: FileCache) -> ParseFn:

@@ -75,40 +75,29 @@ class FileCache:
             return None
         try:
             with open(file, "rb") as fh:
-                entry = pickle.load(fh)
-            stored_path, summary, kernels, warp, imports = entry
-        except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError,
-                pickle.UnpicklingError):
+                blob = fh.read()
+        except OSError:
             self.misses += 1
             return None
-        if stored_path != path:
+        src = decode(path, text, module_name, blob)
+        if src is None:
             self.misses += 1
-            return None
-        src = SourceFile(path, text, None, warp, imports, module_name)
-        src._summary = summary
-        for k in kernels:
-            k.source = src
-        src._kernels = kernels
-        self.hits += 1
+        else:
+            self.hits += 1
         return src
 
     def store(self, src: SourceFile) -> None:
         """Remember a scanned file (before its kernel facts are taken by a model)."""
-        file = self._file(src.path, src.text)
-        if file is None or src._kernels is None:
+        if src._kernels is not None:
+            self.write(src.path, src.text, encode(src))
+
+    def write(self, path: str, text: str, blob: bytes) -> None:
+        r"""Remember the :func:`encode`\ d file ``path`` of contents ``text``."""
+        file = self._file(path, text)
+        if file is None:
             return
         if not self._pruned:
             self._prune()
-        kernels = src._kernels
-        sources = [(k, k.source, k._node) for k in kernels]
-        try:
-            for k in kernels:
-                k.source, k._node = None, None
-            data = pickle.dumps((src.path, src.summary, kernels, src.warp, src.project_imports),
-                                protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            for k, source, node in sources:
-                k.source, k._node = source, node
         folder = os.path.dirname(file)
         try:
             if folder not in self._made:
@@ -116,6 +105,37 @@ class FileCache:
                 self._made.add(folder)
             # written in place: an entry cut short (a concurrent check, a crash) fails to load, a miss
             with open(file, "wb") as fh:
-                fh.write(data)
+                fh.write(blob)
         except OSError:
             pass
+
+
+def encode(src: SourceFile) -> bytes:
+    """A scanned file's summary, kernel facts and imports, as bytes (no tree, no node)."""
+    kernels = src._kernels or []
+    sources = [(k, k.source, k._node) for k in kernels]
+    try:
+        for k in kernels:
+            k.source, k._node = None, None
+        return pickle.dumps((src.path, src.summary, kernels, src.warp, src.project_imports),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        for k, source, node in sources:
+            k.source, k._node = source, node
+
+
+def decode(path: str, text: str, module_name: str, blob: bytes) -> SourceFile | None:
+    """The file :func:`encode` wrote, released (its tree parsed again when asked for), or None
+    when the bytes are not such a file of ``path``."""
+    try:
+        stored_path, summary, kernels, warp, imports = pickle.loads(blob)
+    except (EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError, pickle.UnpicklingError):
+        return None
+    if stored_path != path:
+        return None
+    src = SourceFile(path, text, None, warp, imports, module_name)
+    src._summary = summary
+    for k in kernels:
+        k.source = src
+    src._kernels = kernels
+    return src
