@@ -25,7 +25,7 @@ or a class's base expressions; from the root's units, it follows
 Only functions the interpreter inlines at all are followed (``effectful``: the others never run).
 What matters is the *classes a root may instantiate*: linking ``x.step()`` to every ``step`` of the
 project instead makes every newton test that steps a solver reach the diffsim examples' taped
-``step()`` (4849 of 6528 roots kept, against 51 that record)."""
+``step()`` (4849 roots kept; with the classes, 133 of newton's 6528 roots run, 51 of which record)."""
 
 from __future__ import annotations
 
