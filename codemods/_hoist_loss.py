@@ -29,6 +29,8 @@ from warpfix.model.source import SourceFile
 MAX_DEPTH = 10
 _OVERWRITES = ("zero_", "fill_", "assign")
 _ARRAY_WRITES = ("write", "rmw", "inplace_mul", "read")
+# builtins that only look at what they are handed (`print(loss)`)
+_READ_ONLY = frozenset({"print", "repr", "str", "format", "float", "int", "bool", "len", "id", "isinstance", "type"})
 
 
 class LossRefusal(Exception):
@@ -153,6 +155,8 @@ class LossWalk:
                 )
             return  # a read of the array (numpy(), list(), ...)
         callees = self._callees(call, frame)
+        if not callees and isinstance(func, ast.Name) and func.id in _READ_ONLY:
+            return
         if not callees:
             handed = [a for a in self._arguments(call) if ast.unparse(a) in frame.forms]
             if handed:

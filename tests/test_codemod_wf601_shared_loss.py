@@ -282,3 +282,8 @@ def test_a_pass_made_tape_is_made_before_the_loop_when_its_block_makes_none() ->
         "        for frame in range(self.frames):\n            with wp.Tape() as self.tape:\n",
         "        self.tape = wp.Tape()\n        for frame in range(self.frames):\n            with self.tape:\n",
     )
+
+
+def test_printing_the_shared_loss_in_a_window_is_a_read() -> None:
+    code = TRAINER.replace("                self.advance(t)\n", "                self.advance(t)\n                print(self.loss)\n")
+    assert "        tape.backward(self.loss)\n" in rewrite(code, "tape.backward(self.loss)")
