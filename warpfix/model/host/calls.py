@@ -20,6 +20,8 @@ from warpfix.model.host.syntax import (
 from warpfix.model.host.values import DICT, Val, _Budget, _CallBudget, _Frame, _Return
 from warpfix.model.source import SourceFile
 
+_INT_BUILTINS = {"min": min, "max": max, "abs": abs}  # of known ints, when the name is not rebound
+
 
 class Calls:
     """Project calls of :class:`~warpfix.model.host.interpreter.HostInterpreter` (a mixin)."""
@@ -57,6 +59,11 @@ class Calls:
         if (isinstance(e.func, ast.Name) and e.func.id == "len" and callee.kind == "unknown" and len(args) == 1
                 and args[0].kind == "list" and args[0].length is not None):
             return self.new("len()", "int", value=args[0].length)
+        if (isinstance(e.func, ast.Name) and e.func.id in _INT_BUILTINS and callee.kind == "unknown" and not kwargs
+                and len(args) >= (1 if e.func.id == "abs" else 2) and len(args) == len(e.args)
+                and all(a.kind == "int" and type(a.value) is int for a in args)):
+            fn = _INT_BUILTINS[e.func.id]  # ``last = min(first + SEGMENT, flock.steps)``
+            return self.known_int(f"{e.func.id}()", fn(*(a.value for a in args)), tuple(args), fn)
         if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
             return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)

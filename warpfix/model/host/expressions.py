@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import ast
+import operator
+from collections.abc import Callable
 
 from warpfix.model.grad_reads import grad_owner
 from warpfix.model.host.limits import CONCAT_PREFIX, MAX_CONCAT, MAX_EAGER_COMPREHENSION
 from warpfix.model.host.syntax import _binop, _is_name_chain, _is_property, _is_static, _text
-from warpfix.model.host.values import DICT, Val, _Frame, _SameItem
+from warpfix.model.host.values import DICT, Val, Varies, _Frame, _SameItem, combine, decided
 from warpfix.model.source import SourceFile
+
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
 
 
 class Expressions:
@@ -125,7 +130,8 @@ class Expressions:
             if left.kind == "int" and right.kind == "int":
                 r = _binop(e.op, left.value, right.value)
                 if r is not None:
-                    return self.new(_text(e), "int", value=r)
+                    op = e.op
+                    return self.known_int(_text(e), r, (left, right), lambda a, b: _binop(op, a, b))
             if (isinstance(e.op, ast.Add) and left.kind == right.kind == "list" and left.length is not None
                     and right.length is not None and left.length + right.length <= MAX_CONCAT):
                 v = self.new("list", "list", length=left.length + right.length)  # ``[s0] + [s[i] for i in ...]``
@@ -154,11 +160,11 @@ class Expressions:
             return self.new(_text(e))
         if isinstance(e, ast.UnaryOp):
             operand = self.eval(e.operand, frame)
-            if isinstance(e.op, ast.USub) and operand.kind == "int":
-                return self.new(_text(e), "int", value=-operand.value)  # type: ignore[operator]
+            if isinstance(e.op, ast.USub) and operand.kind == "int" and isinstance(operand.value, int):
+                return self.known_int(_text(e), -operand.value, (operand,), operator.neg)
             return self.new(_text(e))
         if isinstance(e, ast.IfExp):
-            known = self.known_truth(e.test, frame)
+            known = self.test_truth(e.test, frame)
             if known is not None:  # ``x if s == 0 else y`` with ``s`` an unrolled loop index
                 return self.eval(e.body if known else e.orelse, frame)
             a = self.eval(e.body, frame)
@@ -182,18 +188,55 @@ class Expressions:
             return self.eval(e.value, frame)
         return self.new(type(e).__name__)
 
-    def known_truth(self, test: ast.expr, frame: _Frame) -> bool | None:
-        """The value of a comparison of two known ints (``s == 0``); None when not known (the test
-        is evaluated either way)."""
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-            self.eval(test, frame)
-            return None
-        left, right = self.eval(test.left, frame), self.eval(test.comparators[0], frame)
-        if left.kind != "int" or right.kind != "int":
-            return None
-        a, b = left.value, right.value
-        return {ast.Eq: a == b, ast.NotEq: a != b, ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b,  # type: ignore[operator]
-                ast.GtE: a >= b}.get(type(test.ops[0]))  # type: ignore[operator]
+    def known_int(self, label: str, value: int, operands: tuple[Val, ...], fn: Callable) -> Val:
+        """The int ``fn`` computes from the known ints ``operands`` (``value``); it varies between the passes
+        of an unrolled loop (:attr:`varying`) where one of them does."""
+        v = self.new(label, "int", value=value)
+        varies = combine(fn, [o.value for o in operands], [self.varying.get(o.id) for o in operands])
+        if varies is not None:
+            self.varying[v.id] = varies
+        return v
+
+    def test_truth(self, test: ast.expr, frame: _Frame) -> bool | None:
+        """The truth of a test, which this evaluates once (as Python would): comparisons of known ints
+        (``frame >= FRAMES // 2``, chained ``0 <= t < n``), ``not`` and ``and``/``or`` of such tests; None
+        when not known. A test that varies with an unrolled loop's counter is decided where every outcome
+        it has over the loop's iterations is one it has at a pass the loop runs (:func:`decided`):
+        ``frame >= FRAMES // 2`` over passes 0, 1, 2 and 23 of 24 is, ``frame == FRAMES // 2`` is not
+        (both arms run, as for any undecided test)."""
+        known = self.test_value(test, frame)
+        return None if known is None else decided(*known)
+
+    def test_value(self, test: ast.expr, frame: _Frame) -> tuple[bool, Varies | None] | None:
+        """A test's truth now and how it varies between loop passes; None when not known."""
+        if isinstance(test, ast.Compare):
+            sides = [self.eval(test.left, frame), *(self.eval(c, frame) for c in test.comparators)]
+            if not all(v.kind == "int" and type(v.value) is int for v in sides):
+                return None
+            parts = []
+            for op, a, b in zip(test.ops, sides, sides[1:], strict=False):
+                fn = _COMPARE.get(type(op))
+                if fn is None:
+                    return None
+                parts.append((fn(a.value, b.value), combine(fn, [a.value, b.value],
+                                                            [self.varying.get(a.id), self.varying.get(b.id)])))
+            return _join(all, parts)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            known = self.test_value(test.operand, frame)
+            return None if known is None else (not known[0], combine(operator.not_, [known[0]], [known[1]]))
+        if isinstance(test, ast.BoolOp):
+            decisive = isinstance(test.op, ast.Or)  # the operand value that decides the whole test
+            parts = []
+            for operand in test.values:
+                known = self.test_value(operand, frame)
+                if known is not None and known[1] is None and known[0] is decisive:
+                    return decisive, None  # the rest is not evaluated
+                parts.append(known)
+            if any(p is None for p in parts):
+                return None
+            return _join(any if decisive else all, parts)  # type: ignore[arg-type]
+        self.eval(test, frame)
+        return None
 
     def known_flag(self, test: ast.expr, frame: _Frame) -> bool | None:
         """The truth of ``name`` / ``not name`` when the name holds a literal bool or a known int (a
@@ -204,6 +247,9 @@ class Expressions:
         if not isinstance(name, ast.Name) or name.id not in frame.locals:
             return None
         v = frame.locals[name.id]
+        if v.kind == "int" and v.id in self.varying:  # ``if t:``, ``t`` a loop counter
+            known = decided(bool(v.value), combine(bool, [v.value], [self.varying[v.id]]))
+            return None if known is None else known != negate
         if v.kind == "const" and isinstance(v.value, bool) or v.kind == "int" and isinstance(v.value, int):
             return (not v.value) if negate else bool(v.value)
         return None
@@ -283,3 +329,9 @@ class Expressions:
         for j in range(hi - lo):
             v.items[str(j)] = self.item(base, str(lo + j))
         return v
+
+
+def _join(how: Callable, parts: list[tuple[bool, Varies | None]]) -> tuple[bool, Varies | None]:
+    """``all``/``any`` of tests' truths, now and as they vary."""
+    now = how(p[0] for p in parts)
+    return now, combine(lambda *xs: how(xs), [p[0] for p in parts], [p[1] for p in parts])

@@ -15,7 +15,7 @@ from warpfix.model.host.limits import MAX_EVENTS
 from warpfix.model.host.linker import ProjectLinks
 from warpfix.model.host.statements import Statements
 from warpfix.model.host.syntax import _is_static, _text
-from warpfix.model.host.values import Val, _Budget, _Frame, _normalise_index, _Return
+from warpfix.model.host.values import Val, Varies, _Budget, _Frame, _normalise_index, _Return
 from warpfix.model.host.warp_api import WarpApi
 from warpfix.model.library import LibraryIndex
 from warpfix.model.project_files import ModuleResolver, ProjectKernels
@@ -63,6 +63,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         # values a caller always hands over (a library function's parameters without a default, while its
         # summary is derived): ``if control is None: control = ...`` does not replace the caller's value
         self.given: set[int] = set()
+        self.varying: dict[int, Varies] = {}  # id of a known int -> how it varies between loop passes (per root)
         # ``@contextmanager`` generators being run by a with-statement: (generator id, its with-body)
         self.yield_handlers: list[tuple[int, Callable[[Val], None]]] = []
 
@@ -377,6 +378,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
         self.call_stack = []
         self.func_stack = []
         self.globals = {}
+        self.varying = {}  # id of a known int -> how it varies between loop passes
         # per root, so that what a root sees does not depend on which roots ran before it
         self.too_costly = set()
 

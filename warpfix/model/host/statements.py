@@ -16,7 +16,17 @@ from warpfix.model.host.syntax import (
     _text,
     _truthy,
 )
-from warpfix.model.host.values import DICT, Val, _Budget, _CallBudget, _Frame, _normalise_index, _Return
+from warpfix.model.host.values import (
+    DICT,
+    UNKNOWN_VARIES,
+    Val,
+    Varies,
+    _Budget,
+    _CallBudget,
+    _Frame,
+    _normalise_index,
+    _Return,
+)
 from warpfix.model.source import SourceFile
 
 
@@ -65,7 +75,11 @@ class Statements:
             if cur.kind == "int" and rhs.kind == "int":
                 new = _binop(s.op, cur.value, rhs.value)
                 if new is not None:
-                    self.assign(s.target, self.new(_text(s.target), "int", value=new), s.value, frame, s)
+                    op = s.op
+                    v = self.known_int(_text(s.target), new, (cur, rhs), lambda a, b: _binop(op, a, b))
+                    if self.loop_stack:
+                        self.varying[v.id] = UNKNOWN_VARIES  # ``t += 1`` in a loop: a value of its own per pass
+                    self.assign(s.target, v, s.value, frame, s)
         elif isinstance(s, ast.Expr):
             self.eval(s.value, frame)
         elif isinstance(s, ast.Return):
@@ -80,10 +94,11 @@ class Statements:
                 known = self.known_flag(s.test, frame)
             if known is None:
                 known = self.none_test(s.test, frame)
+            if known is None:  # ``if frame >= FRAMES // 2:``; the test is evaluated here, and only here
+                known = self.test_truth(s.test, frame)
             if known is not None:  # ``if requires_grad:`` inside ``for requires_grad in (False, True)``
                 self.block(s.body if known else s.orelse, frame, module_level)
                 return
-            self.eval(s.test, frame)
             if_id = next(self.ids)
             self.if_depth[if_id] = len(self.call_stack)
             returned = []
@@ -229,38 +244,60 @@ class Statements:
         is_range = isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
         run = max(LOOP_UNROLL, self.period(s, frame) + 1) if self.unroll_count() > 1 else 1
         passes = list(range(run))
+        # the counter's values at every iteration (None: not known), and whether those bound are its values
+        every: range | None = None
+        exact = True
         if is_range:
             args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
             if len(args) >= 2 and args[0].kind == "int":
                 start = args[0].value  # type: ignore[assignment]
             if len(args) == 3 and args[2].kind == "int":
                 step = args[2].value  # type: ignore[assignment]
+            exact = (len(args) < 2 or args[0].kind == "int") and (len(args) < 3 or args[2].kind == "int")
             if args and all(a.kind == "int" for a in args):
                 try:
-                    n = len(range(*[a.value for a in args]))  # type: ignore[misc]
+                    every = range(*[a.value for a in args])  # type: ignore[misc]
                 except (TypeError, ValueError):
-                    n = None
-                if n is not None:
-                    passes = _passes(n, run)
+                    every = None
+                if every is not None:
+                    passes = _passes(len(every), run)
+                if any(a.id in self.varying for a in args):
+                    every = None  # bounds that vary between the passes of an enclosing loop
         elif it.kind == "list" and it.length is not None:
             passes = _passes(it.length, run)
         elif _is_enumerate(s.iter):
             inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
             if inner.kind == "list" and inner.length is not None:
                 passes = _passes(inner.length, run)
+                every = range(inner.length)
+            exact = len(s.iter.args) == 1 and not s.iter.keywords  # type: ignore[union-attr]  # no ``start``
+        # a counter that does not take every value it has over the loop's iterations varies between passes
+        counter: Varies | None = None
+        if not exact:
+            counter = UNKNOWN_VARIES
+        elif (is_range or _is_enumerate(s.iter)) and (every is None or len(passes) < len(every)):
+            counter = Varies(next(self.ids), tuple(start + k * step for k in passes), every)
         loop_id = next(self.ids)
         n_before = len(self.events)
         var = s.target.id if isinstance(s.target, ast.Name) else None
         for pass_no, k in enumerate(passes):
             if is_range:
                 v = self.new(var or "_", "int", value=start + k * step)
+                if counter is not None:
+                    self.varying[v.id] = counter
             elif _is_enumerate(s.iter):
                 inner = self.eval(s.iter.args[0], frame)  # type: ignore[union-attr]
                 v = self.new("enum", "list")
                 v.items["0"] = self.new("i", "int", value=k)
+                if counter is not None:
+                    self.varying[v.items["0"].id] = counter
                 v.items["1"] = self.item(inner, str(k)) if inner.kind == "list" else self.new(f"{inner.label}[{k}]")
             elif it.kind == "list":
                 v = self.item(it, str(k))
+                if v.kind == "int" and len(passes) < (it.length or 0):
+                    # ``for n in (1, 2, 4, 8, 16)``: this pass's copy of the item varies between passes
+                    v = self.new(v.label, "int", value=v.value)
+                    self.varying[v.id] = _item_values(it, passes, next(self.ids))
             else:
                 v = self.new(f"{_text(s.target)}#{k}")
             self.bind(s.target, v, frame)
@@ -390,3 +427,12 @@ class Statements:
         if ran[0] is not None:
             raise ran[0]
         return True
+
+
+def _item_values(xs: Val, passes: list[int], base: int) -> Varies:
+    """How the items of list ``xs`` bound by a loop's passes vary: known when every item is a known int."""
+    values = [xs.items.get(str(k)) for k in range(xs.length or 0)]
+    ints = tuple(v.value for v in values if v is not None and v.kind == "int" and type(v.value) is int)
+    if len(ints) != len(values):
+        return UNKNOWN_VARIES
+    return Varies(base, tuple(ints[k] for k in passes), ints)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from warpfix.model.facts import Buffer, Event, KernelDef
@@ -43,6 +44,80 @@ class Val:
 #: The label of a dict display whose keys are all literals: its items are its entries, in order, so
 #: ``d.keys()``, ``d.values()``, ``d.items()`` and ``for k in d`` are lists of known length.
 DICT = "{dict}"
+
+
+MAX_VALUE_SET = 4096  # a value that varies with a loop's counter is listed over its iterations up to this many
+
+
+class Varies:
+    """How a known int, or a test's truth, varies between the passes of an unrolled loop that runs only
+    some of its iterations, as a function of that loop's counter (see ``HostInterpreter.varying``):
+    ``base`` names the run of the loop, ``sampled`` holds the value at each pass the loop runs, and
+    :meth:`every` the value at every iteration the loop has (None when not known, or too many). A
+    ``base`` of None: it varies, nothing is known of how (``t += 1`` in a loop; two loops' counters)."""
+
+    __slots__ = ("base", "sampled", "_every", "_make")
+
+    def __init__(self, base: int | None, sampled: tuple = (), every: Sequence | None = None,
+                 make: Callable[[], Sequence | None] | None = None) -> None:
+        self.base, self.sampled, self._every, self._make = base, sampled, every, make
+
+    def every(self) -> Sequence | None:
+        if self._make is not None:  # listed when a test first needs it
+            make, self._make = self._make, None
+            self._every = make()
+        return self._every
+
+
+UNKNOWN_VARIES = Varies(None)
+
+
+def combine(fn: Callable, now: list, varies: list[Varies | None]) -> Varies | None:
+    """How ``fn(*operands)`` varies, the operands' values now being ``now`` and ``varies[i]`` saying how
+    operand ``i`` varies (None: it does not); None when no operand varies."""
+    moving = [v for v in varies if v is not None]
+    if not moving:
+        return None
+    base = moving[0].base
+    if base is None or any(v.base != base for v in moving):
+        return UNKNOWN_VARIES
+
+    def apply(columns: list[Sequence | None], k: int) -> object:
+        try:
+            return fn(*[c[k] if c is not None else x for c, x in zip(columns, now, strict=True)])
+        except (ArithmeticError, ValueError, TypeError):
+            return None
+
+    columns = [v.sampled if v is not None else None for v in varies]
+    sampled = tuple(apply(columns, k) for k in range(len(moving[0].sampled)))
+    if any(x is None for x in sampled):
+        return UNKNOWN_VARIES
+
+    def make() -> tuple | None:
+        every = [v.every() if v is not None else None for v in varies]
+        if any(e is None for v, e in zip(varies, every, strict=True) if v is not None):
+            return None
+        n = len(next(e for e in every if e is not None))  # type: ignore[arg-type]
+        if n > MAX_VALUE_SET:
+            return None
+        out = tuple(apply(every, k) for k in range(n))
+        return None if any(x is None for x in out) else out
+
+    return Varies(base, sampled, make=make)
+
+
+def decided(now: bool, varies: Varies | None) -> bool | None:
+    """A test's truth ``now``, when every outcome it has over all the iterations of the loop it varies
+    with is one it has at some pass the loop runs (so deciding it never hides an arm); else None."""
+    if varies is None:
+        return now
+    if varies.base is None:
+        return None
+    seen = set(varies.sampled)
+    if len(seen) > 1:
+        return now
+    every = varies.every()
+    return now if every is not None and set(every) <= seen else None
 
 
 class _Return(Exception):

@@ -1,0 +1,217 @@
+"""Code shapes the host interpreter follows (blind corpus 2's misses): ``min``/``max``/``abs`` of known
+ints, an ``if`` on a loop counter. Each shape is checked on the trace it produces and on the finding it
+lets a rule make; ``check`` only."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from warpfix.engine import parse_file, run_rules
+from warpfix.finding import Finding, Severity
+from warpfix.model import build_project
+from warpfix.model.facts import Trace
+from warpfix.model.library import LibraryIndex
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> LibraryIndex:
+    return LibraryIndex(cache_dir=str(tmp_path / "summaries"))
+
+
+def _project(text: str, index: LibraryIndex | None = None):
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    return build_project({"prog.py": src}, library=index)
+
+
+def _findings(text: str, index: LibraryIndex) -> list[tuple[str, int, str]]:
+    findings: list[Finding] = run_rules(_project(text, index))
+    return sorted((f.rule, f.span.line, "error" if f.severity is Severity.ERROR else "other") for f in findings)
+
+
+def _trace(text: str, root: str) -> Trace:
+    return next(t for t in _project(text).traces if t.root == f"prog.py:{root}")
+
+
+def _line(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+_STEP = """
+import warp as wp
+
+@wp.kernel
+def step(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] + k[0] * x[i]
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i])
+"""
+
+
+# ---------------------------------------------------------------------------------------- min / max / abs
+_SEGMENTS = _STEP + """
+SEGMENT = 12
+
+class Rollout:
+    def __init__(self, steps=48):
+        self.steps = steps
+        self.x = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(steps + 1)]
+
+    def run_segment(self, first, last, k):
+        for t in range(first, last):
+            wp.launch(step, 4, inputs=[self.x[t], k], outputs=[self.x[t + 1]])
+
+def train():
+    r = Rollout()
+    k = wp.ones(1, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    for it in range(3):
+        for first in range(0, r.steps, SEGMENT):
+            tape = wp.Tape()
+            with tape:
+                r.run_segment(first, min(first + SEGMENT, r.steps), k)
+                if first + SEGMENT >= r.steps:
+                    wp.launch(total, 4, inputs=[r.x[-1]], outputs=[loss])
+            tape.backward(loss)
+
+train()
+"""
+
+
+def test_a_window_ending_at_min_of_known_ints_is_a_window_of_known_steps(index: LibraryIndex) -> None:
+    """``min(first + SEGMENT, r.steps)`` is a known int: the segment's loop runs its last step, which
+    writes the state the next window's tape reads (blind corpus 2's swarm_route)."""
+    assert ("WF601", _line(_SEGMENTS, "tape.backward"), "error") in _findings(_SEGMENTS, index)
+
+
+def test_min_max_abs_of_known_ints_are_known_ints() -> None:
+    code = _STEP + textwrap.dedent("""
+    def main(n):
+        xs = [wp.zeros(4) for _ in range(10)]
+        k = wp.ones(1)
+        wp.launch(step, 4, inputs=[xs[min(7, 3)], k], outputs=[xs[max(2, 8, 5)]])
+        wp.launch(step, 4, inputs=[xs[abs(-3)], k], outputs=[xs[min(n, 8)]])
+    """)
+    launches = [e for e in _trace(code, "main").events if e.kind == "launch"]
+    first, second = launches
+    assert first.reads[0].id == second.reads[0].id  # xs[3] both times
+    assert first.writes[0].id != second.writes[0].id  # xs[8], then an element ``min(n, 8)`` names
+
+
+# ---------------------------------------------------------------------------------------- if on a counter
+_LATE_FRAMES = _STEP + """
+FRAMES = 24
+
+class Scene:
+    def __init__(self):
+        self.x = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(FRAMES + 1)]
+        self.tips = [wp.zeros(1, dtype=float, requires_grad=True) for _ in range(FRAMES)]
+
+def frame_cost(scene, frame, loss):
+    tip = scene.tips[0]  # one scratch buffer is enough
+    tip.zero_()
+    wp.launch(total, 4, inputs=[scene.x[frame + 1]], outputs=[tip])
+    if frame >= FRAMES // 2:
+        wp.launch(total, 1, inputs=[tip], outputs=[loss])
+
+def main():
+    scene = Scene()
+    k = wp.ones(1, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    for it in range(3):
+        tape.reset()
+        with tape:
+            for frame in range(FRAMES):
+                wp.launch(step, 4, inputs=[scene.x[frame], k], outputs=[scene.x[frame + 1]])
+                frame_cost(scene, frame, loss)
+        tape.backward(loss)
+
+main()
+"""
+
+
+def test_an_if_on_a_loop_counter_against_a_constant_is_decided(index: LibraryIndex) -> None:
+    """``if frame >= FRAMES // 2:`` with ``frame`` a loop counter: decided at every pass, so the scratch
+    buffer's read is recorded on the tape (an error), not a launch under an undecided ``if`` (a warning;
+    blind corpus 2's beam_lift)."""
+    assert _findings(_LATE_FRAMES, index) == [("WF105", _line(_LATE_FRAMES, "tip.zero_()"), "error")]
+
+
+def _arms(code: str, root: str = "main") -> list[tuple[int, bool]]:
+    """(pass, under an if's arm) of each ``zero`` event of the root's trace."""
+    return [(e.loops[-1][1], bool(e.branches)) for e in _trace(code, root).events if e.kind == "zero"]
+
+
+@pytest.mark.parametrize(("test", "taken"), [
+    ("t >= N // 2", [False, False, False, True]),  # passes 0, 1, 2 and 23 of 24
+    ("0 < t <= 2", [False, True, True, False]),
+    ("t % 2 == 1 or t == 0", [True, True, False, True]),
+    ("not (t < 1)", [False, True, True, True]),
+    ("t != N - 1 and N > 3", [True, True, True, False]),
+])
+def test_comparisons_of_known_ints_decide_an_if(test: str, taken: list[bool]) -> None:
+    code = textwrap.dedent(f"""
+    import warp as wp
+    N = 24
+
+    def main():
+        a = wp.zeros(1)
+        for t in range(N):
+            if {test}:
+                a.zero_()
+    """)
+    assert _arms(code) == [(k, False) for k, took in enumerate(taken) if took]
+
+
+@pytest.mark.parametrize("test", [
+    "t == N // 2",  # 12 is not a pass the loop runs: the arm must still be seen
+    "t > 20 and t < 23",
+    "u == 5",  # a counter of an inner loop run once (the nesting is too deep to unroll)
+])
+def test_a_test_whose_outcome_only_skipped_iterations_have_stays_undecided(test: str) -> None:
+    code = textwrap.dedent(f"""
+    import warp as wp
+    N = 24
+
+    def main():
+        a = wp.zeros(1)
+        for t in range(N):
+            for r in range(2):
+                for s in range(2):
+                    for u in range(8):
+                        if {test}:
+                            a.zero_()
+    """)
+    arms = _arms(code)
+    assert arms and all(under_if for _, under_if in arms)
+
+
+def test_a_test_on_a_counter_of_unknown_trip_count_or_a_count_kept_by_hand_stays_undecided() -> None:
+    code = textwrap.dedent("""
+    import warp as wp
+
+    def main(n):
+        a = wp.zeros(1)
+        for t in range(n):
+            if t >= 100:
+                a.zero_()
+        done = 0
+        while done < n:
+            done += 1
+            if done > 50:
+                a.fill_(1.0)
+        for t in range(n):
+            if t == 0:
+                a.assign(a)
+    """)
+    events = [e for e in _trace(code, "main").events if e.kind in ("zero", "fill", "assign")]
+    assert [(e.kind, bool(e.branches)) for e in events] == [("zero", True)] * 3 + [("fill", True)] * 3 + [
+        ("assign", False)]
