@@ -1,6 +1,6 @@
 """Code shapes the host interpreter follows (blind corpus 2's misses): ``min``/``max``/``abs`` of known
-ints, an ``if`` on a loop counter. Each shape is checked on the trace it produces and on the finding it
-lets a rule make; ``check`` only."""
+ints, a ``@dataclass`` constructor, an ``if`` on a loop counter. Each shape is checked on the trace it
+produces and on the finding it lets a rule make; ``check`` only."""
 
 from __future__ import annotations
 
@@ -103,6 +103,114 @@ def test_min_max_abs_of_known_ints_are_known_ints() -> None:
     first, second = launches
     assert first.reads[0].id == second.reads[0].id  # xs[3] both times
     assert first.writes[0].id != second.writes[0].id  # xs[8], then an element ``min(n, 8)`` names
+
+
+# ---------------------------------------------------------------------------------------- dataclasses
+_DATACLASS = _STEP + """
+from dataclasses import dataclass, field
+import dataclasses
+
+class Explicit:
+    def step(self, a, k, b):
+        wp.launch(step, 4, inputs=[a, k], outputs=[b])
+
+class Damped:
+    def step(self, a, k, b):
+        pass
+
+@dataclass
+class Scene:
+    solver: object
+    gain: float = 2.0
+    states: list = field(default_factory=list)
+
+def episode():
+    k = wp.ones(1, dtype=float, requires_grad=True)
+    scene = Scene(solver=Explicit())
+    scene.states = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(9)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    for it in range(3):
+        loss.zero_()
+        for t in range(8):
+            tape = wp.Tape()
+            with tape:
+                scene.solver.step(scene.states[t], k, scene.states[t + 1])
+                wp.launch(total, 4, inputs=[scene.states[t + 1]], outputs=[loss])
+            tape.backward(loss)
+
+episode()
+"""
+
+
+def test_a_solver_handed_to_a_dataclass_by_keyword_is_the_one_stepped(index: LibraryIndex) -> None:
+    """``Scene(solver=Explicit())`` of a ``@dataclass`` with no ``__init__``: ``scene.solver`` is that
+    instance, so ``scene.solver.step(...)`` runs it (two classes define ``step``: no guess by name;
+    blind corpus 2's beam_lift, with newton's solver)."""
+    assert ("WF601", _line(_DATACLASS, "tape.backward"), "error") in _findings(_DATACLASS, index)
+
+
+@pytest.mark.parametrize("decorator", ["@dataclass", "@dataclass()", "@dataclasses.dataclass",
+                                       "@dataclasses.dataclass(eq=False)"])
+def test_a_dataclass_binds_positional_and_keyword_arguments_then_defaults(decorator: str) -> None:
+    code = _STEP + textwrap.dedent(f"""
+    import dataclasses
+    from dataclasses import InitVar, dataclass, field
+
+    @dataclasses.dataclass
+    class Base:
+        a: object
+
+    {decorator}
+    class Pair(Base):
+        b: object
+        limit: int = 3
+        count: dataclasses.InitVar[int] = 2
+        extra: list = field(default_factory=list)
+        shared: object = field(default=None)
+
+        def __post_init__(self, count):
+            self.out = wp.zeros(4)
+
+    def main():
+        x, y, z = wp.zeros(4), wp.zeros(4), wp.zeros(4)
+        p = Pair(x, b=y)
+        q = Pair(x, y, 5)
+        wp.launch(step, 4, inputs=[p.a, p.b], outputs=[p.out])
+        wp.launch(step, 4, inputs=[x, y], outputs=[z])
+        p.extra.append(z)
+        wp.launch(step, 4, inputs=[p.extra[0], q.b], outputs=[q.out])
+        wp.launch(step, 4, inputs=[x, y], outputs=[z])
+    """)
+    launches = [e for e in _trace(code, "main").events if e.kind == "launch"]
+    via_fields, direct, via_list, _ = launches
+    assert [b.id for b in via_fields.reads] == [b.id for b in direct.reads]  # p.a is x, p.b is y
+    assert via_fields.writes[0].id not in (direct.writes[0].id, via_list.writes[0].id)  # __post_init__'s
+    assert [b.id for b in via_list.reads] == [direct.writes[0].id, direct.reads[1].id]  # extra[0] is z, q.b is y
+
+
+def test_a_dataclass_with_its_own_init_or_init_false_runs_that() -> None:
+    code = _STEP + textwrap.dedent("""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Own:
+        a: object
+
+        def __init__(self, a):
+            self.a = wp.zeros(4)
+
+    @dataclass(init=False)
+    class NoInit:
+        a: object
+
+    def main():
+        x = wp.zeros(4)
+        o, n = Own(x), NoInit()
+        wp.launch(step, 4, inputs=[o.a, n.a], outputs=[x])
+    """)
+    (launch,) = [e for e in _trace(code, "main").events if e.kind == "launch"]
+    assert launch.reads[0].id != launch.writes[0].id and launch.reads[0].alloc == "zeros"
+    assert launch.reads[1].alloc is None  # never bound: an unknown array
 
 
 # ---------------------------------------------------------------------------------------- if on a counter
