@@ -1,6 +1,6 @@
 """Code shapes the host interpreter follows (blind corpus 2's misses): ``min``/``max``/``abs`` of known
-ints, a ``@dataclass`` constructor, an ``if`` on a loop counter. Each shape is checked on the trace it
-produces and on the finding it lets a rule make; ``check`` only."""
+ints, a ``@dataclass`` constructor, an ``if`` on a loop counter, a small accessor method. Each shape is
+checked on the trace it produces and on the finding it lets a rule make; ``check`` only."""
 
 from __future__ import annotations
 
@@ -323,3 +323,83 @@ def test_a_test_on_a_counter_of_unknown_trip_count_or_a_count_kept_by_hand_stays
     events = [e for e in _trace(code, "main").events if e.kind in ("zero", "fill", "assign")]
     assert [(e.kind, bool(e.branches)) for e in events] == [("zero", True)] * 3 + [("fill", True)] * 3 + [
         ("assign", False)]
+
+
+# ---------------------------------------------------------------------------------------- accessors
+_ACCESSOR = """
+import warp as wp
+import warp.optim
+
+@wp.kernel
+def grow(p: wp.array(dtype=float), x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, p[i] * x[i] * x[i])
+
+class Planner:
+    def __init__(self):
+        self.torque = wp.ones(4, dtype=float, requires_grad=True)
+        self.x = wp.ones(4, dtype=float)
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+    def parameters(self):
+        \"\"\"What the optimizer trains.\"\"\"
+        return [self.torque]
+
+    def objective(self):
+        wp.launch(grow, 4, inputs=[self.torque, self.x], outputs=[self.loss])
+        return self.loss
+
+def run(planner, optimizer):
+    for it in range(3):
+        tape = wp.Tape()
+        with tape:
+            loss = planner.objective()
+        optimizer.step([p.grad for p in planner.parameters()])
+        tape.backward(loss)
+        tape.zero()
+
+if __name__ == "__main__":
+    planner = Planner()
+    optimizer = warp.optim.SGD(planner.parameters(), lr=0.1)
+    run(planner, optimizer)
+"""
+
+
+def test_a_small_accessor_returns_what_it_reads(index: LibraryIndex) -> None:
+    """``planner.parameters()`` returns ``[self.torque]``: the optimizer steps that array and the list of
+    gradients is read before the backward (blind corpus 2's attitude_slew)."""
+    line = _line(_ACCESSOR, "optimizer.step(")
+    assert _findings(_ACCESSOR, index) == [("WF303", line, "error"), ("WF304", line, "error")]
+
+
+def test_only_a_return_of_names_attributes_and_displays_is_followed() -> None:
+    code = _STEP + textwrap.dedent("""
+    class Model:
+        def __init__(self):
+            self.a = wp.zeros(4)
+            self.b = wp.zeros(4)
+
+        def pair(self, other=None):
+            return (self.a, other)
+
+        def first(self):
+            return [self.a, self.b][0]
+
+        def made(self):
+            return list([self.a])
+
+        @property
+        def state(self):
+            return self.b
+
+    def main():
+        m = Model()
+        k = wp.ones(1)
+        wp.launch(step, 4, inputs=[m.pair()[0], m.first()], outputs=[m.state])
+        wp.launch(step, 4, inputs=[m.a, m.made()[0]], outputs=[m.b])
+    """)
+    followed, direct = [e for e in _trace(code, "main").events if e.kind == "launch"]
+    assert followed.reads[0].id == direct.reads[0].id  # m.pair()[0] is m.a
+    assert followed.writes[0].id == direct.writes[0].id  # the property returns m.b
+    assert followed.reads[1].id not in (direct.reads[0].id, direct.writes[0].id)  # a subscript: not followed
+    assert direct.reads[1].id != direct.reads[0].id  # a call: not followed

@@ -351,16 +351,8 @@ class Calls:
         return None
 
 
-    def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
-               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
-        if (
-            id(fn) in self.func_stack
-            or len(self.func_stack) >= MAX_DEPTH
-            or ((fsrc.path, fn.lineno, fn.col_offset) not in self.effectful and not self.follow_all)
-            or id(fn) in self.too_costly
-        ):
-            return self.new(fn.name + "()")
-        self.inlined.add(id(fn))
+    def bind_params(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val]) -> _Frame:
+        """A frame for running ``fn`` with its parameters bound to ``args`` and ``kwargs`` (defaults for the rest)."""
         frame = _Frame(fsrc, {}, fn=fn)
         params = [*fn.args.posonlyargs, *fn.args.args]
         defaults = fn.args.defaults
@@ -383,6 +375,27 @@ class Calls:
             frame.locals[fn.args.vararg.arg] = rest
         if fn.args.kwarg:
             frame.locals[fn.args.kwarg.arg] = self.new(fn.args.kwarg.arg)
+        return frame
+
+    def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
+               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
+        if (fsrc.path, fn.lineno, fn.col_offset) not in self.effectful and not self.follow_all:
+            returned = _accessor_return(fn)
+            if returned is None or id(fn) in self.func_stack:
+                return self.new(fn.name + "()")
+            # ``def parameters(self): return [self.torque]``: what it returns, without running a call
+            frame = self.bind_params(fsrc, fn, args, kwargs)
+            if bound_self and args:
+                frame.self_val = args[0]
+            self.call_stack.append(self.span_of(caller_src or fsrc, site))  # a ``.grad`` it reads is read here
+            try:
+                return self.eval(returned, frame)
+            finally:
+                self.call_stack.pop()
+        if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH or id(fn) in self.too_costly:
+            return self.new(fn.name + "()")
+        self.inlined.add(id(fn))
+        frame = self.bind_params(fsrc, fn, args, kwargs)
         if bound_self and args:
             frame.self_val = args[0]
         self.func_stack.append(id(fn))
@@ -406,6 +419,7 @@ class Calls:
             self.call_limits.pop()
         return frame.returned or self.new(fn.name + "()")
 
+
 def _dataclass_options(cls: ast.ClassDef) -> dict[str, object]:
     """The literal options of a class's ``@dataclass`` / ``@dataclasses.dataclass`` decorator, with or
     without a call (``{"dataclass": True}`` and, say, ``"init": False``); empty when it has none."""
@@ -421,3 +435,26 @@ def _dataclass_options(cls: ast.ClassDef) -> dict[str, object]:
             return options
     return {}
 
+
+_ACCESSOR_NODES = (ast.Name, ast.Attribute, ast.List, ast.Tuple, ast.Constant, ast.Starred, ast.Load,
+                   ast.expr_context)
+_NOT_AN_ACCESSOR = ast.Pass()
+
+
+def _accessor_return(fn: ast.FunctionDef) -> ast.expr | None:
+    """The returned expression of a small accessor, ``def parameters(self): return [self.torque]``: a body
+    (after its docstring) that is one ``return`` of names, attributes, constants and lists or tuples of
+    those; no call, no loop, no comprehension, so evaluating it only reads values. None for any other
+    function. Kept on the node (asked at every call of a function the interpreter does not inline)."""
+    hit = fn.__dict__.get("_warpfix_accessor")
+    if hit is None:
+        body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+            fn.body[0].value, ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+        hit = _NOT_AN_ACCESSOR
+        if (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
+                and not isinstance(fn, ast.AsyncFunctionDef)
+                and not any(isinstance(d, ast.Name) and d.id == "contextmanager" for d in fn.decorator_list)
+                and all(isinstance(n, _ACCESSOR_NODES) for n in ast.walk(body[0].value))):
+            hit = body[0].value
+        fn._warpfix_accessor = hit  # type: ignore[attr-defined]
+    return None if hit is _NOT_AN_ACCESSOR else hit  # type: ignore[return-value]
