@@ -234,6 +234,31 @@ def drive(trainer):
 """)
 
 
+def test_a_class_an_accessor_returns_keeps_the_root() -> None:
+    """``trainer_class()`` is not inlined (it calls nothing), but the interpreter evaluates what such
+    a small accessor returns: the class, constructed and run by the caller."""
+    _assert_kept(m=_KERNEL + """
+
+class Trainer:
+    def fit(self, a, out):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, 1, inputs=[a], outputs=[out])
+        tape.backward(out)
+
+
+class Other:
+    def fit(self, a, out):
+        wp.launch(square, 1, inputs=[a], outputs=[out])
+
+
+def trainer_class():
+    return Trainer
+""" + _MAIN + """    cls = trainer_class()
+    cls().fit(a, out)
+""")
+
+
 def test_super_reaches_the_base_method_the_subclass_overrides() -> None:
     _assert_kept(m=_KERNEL + """
 

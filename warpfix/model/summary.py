@@ -16,6 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from warpfix.finding import Span
+from warpfix.model.host.calls import _accessor_return
 from warpfix.model.host.syntax import _ALLOC, _ALLOC_LIKE, _LAUNCH, _WARP_LIBRARIES, _is_property, _is_static
 from warpfix.model.import_order import module_imports
 from warpfix.model.source import SourceFile
@@ -84,6 +85,9 @@ class FileSummary:
     # candidate roots in order (``iter_roots``): a module-level def, or a class and its methods but __init__
     roots: list[tuple[Key, tuple[Key, ...]]]
     properties: set[str]  # names of ``@property`` getters of its classes
+    # small accessors (one ``return`` of names and attributes): the interpreter evaluates what they
+    # return even when it does not inline them (``calls._accessor_return``)
+    accessors: set[Key] = field(default_factory=set)
     # where the file switches backward code generation off: its own module options
     # (``wp.set_module_options({"enable_backward": False})``, the first call), and module-level
     # ``wp.config.enable_backward = False`` statements (:mod:`warpfix.rules.wf202_backward_disabled`)
@@ -350,6 +354,8 @@ class _Summarizer:
             if fn.__class__ is ast.FunctionDef:
                 (out.methods if id(fn) in self.owners else out.functions).setdefault(
                     fn.name, []).append(self.key(fn))
+                if _accessor_return(fn) is not None:  # type: ignore[arg-type]
+                    out.accessors.add(self.key(fn))
         for cls in self.defs:
             if cls.__class__ is not ast.ClassDef:
                 continue

@@ -8,6 +8,9 @@ opens a tape, zeroes, touches ``.grad``, enters a ``with`` on a value, calls int
 library or calls what it was handed; or when it calls an effectful function. Growing a list
 (``xs.append(v)``) is not an effect, any more than ``self.x = v`` is: both only change values.
 
+Of the other functions, the interpreter only evaluates what a small accessor returns
+(``def parameters(self): return [self.torque]``), which calls nothing.
+
 Calls are linked to definitions the way the interpreter resolves them: a name by the module's
 definitions and imports (and by name, for a local the interpreter may have bound to a function);
 ``self.m()`` to ``m`` of the method's class, its bases and its subclasses; ``super().m()`` to the
@@ -69,6 +72,7 @@ class ProjectLinks:
         # method name -> (path, class, def) of every class-body def (the interpreter's guess by name)
         self.method_index: dict[str, list[tuple[str, Key, Key]]] = {}
         self.property_names: set[str] = set()  # names of @property getters of project classes
+        self.accessors: set[Key] = set()  # small accessors: what they return is evaluated, not inlined
         for summary in self.summaries.values():
             self.classes.update(summary.classes)
             for table, into in ((summary.methods, self.methods), (summary.functions, self.functions)):
@@ -78,6 +82,7 @@ class ProjectLinks:
                 for name, key, _prop in info.defs:
                     self.method_index.setdefault(name, []).append((summary.path, info.key, key))
             self.property_names |= summary.properties
+            self.accessors |= summary.accessors
         self._indexes: dict[str, tuple[dict[str, tuple], list[tuple[str, int]]]] = {}
         self._libraries: dict[str, set[str]] = {}
         self._bases: dict[Key, list[Key]] = {}

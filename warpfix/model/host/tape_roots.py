@@ -22,7 +22,8 @@ or a class's base expressions; from the root's units, it follows
 * where a reached unit calls into an installed Warp-based package, every public method of every
   class that may be instantiated (the library may call back any method of what it is handed).
 
-Only functions the interpreter inlines at all are followed (``effectful``: the others never run).
+Only functions the interpreter runs at all are followed (``effectful`` ones, and the small accessors
+whose return value it evaluates: the others never run).
 What matters is the *classes a root may instantiate*: linking ``x.step()`` to every ``step`` of the
 project instead makes every newton test that steps a solver reach the diffsim examples' taped
 ``step()`` (4849 roots kept; with the classes, 133 of newton's 6528 roots run, 51 of which record)."""
@@ -53,7 +54,8 @@ class TapeRoots:
 
     def __init__(self, links: ProjectLinks) -> None:
         self.links = links
-        effectful = links.effectful
+        # what the interpreter may run of a function: an effectful one, or what a small accessor returns
+        self.followed = effectful = links.effectful | links.accessors
         # class -> method name -> the effectful defs of that name in its body
         self.methods: dict[Key, dict[str, tuple[Key, ...]]] = {}
         self.public: dict[Key, tuple[Key, ...]] = {}  # class -> its effectful public methods
@@ -96,7 +98,7 @@ class TapeRoots:
             if target is None:
                 continue
             if target[0] == "def":
-                if target[2] in links.effectful:
+                if target[2] in self.followed:
                     funcs.append(target[2])  # type: ignore[arg-type]
             elif target[0] == "class":
                 classes.append(target[2])  # type: ignore[arg-type]
