@@ -10,6 +10,7 @@ import pytest
 from pygls.workspace import PositionCodec
 
 import warpfix.engine
+import warpfix.reading
 from warpfix.config import Config
 from warpfix.engine import ParseCache, check_sources
 from warpfix.lsp import lint as lsp
@@ -87,6 +88,7 @@ def analysed(monkeypatch) -> list[list[str]]:
 
     monkeypatch.setattr(warpfix.engine, "build_project", build)
     monkeypatch.setattr(warpfix.engine, "parse_file", parse)
+    monkeypatch.setattr(warpfix.reading, "parse_file", parse)  # the parse cache's
     monkeypatch.setattr(lsp, "parse_file", parse)
     built.append(parsed)
     return built

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_lsp import BUGGY
-from warpfix import engine
+from warpfix import reading, result_cache
 from warpfix.engine import check_paths
 from warpfix.model import file_cache
 from warpfix.model.file_cache import FileCache
@@ -34,7 +34,7 @@ def make(n):
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project checked in release mode (every tree released), with its own cache folder."""
     monkeypatch.setenv("WARPFIX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(engine, "RELEASE_ABOVE_BYTES", -1)
+    monkeypatch.setattr(reading, "RELEASE_ABOVE_BYTES", -1)
     root = tmp_path / "proj"
     root.mkdir()
     (root / "fit.py").write_text(BUGGY)
@@ -60,12 +60,12 @@ def _loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
 def _check(root: Path) -> list[dict]:
     # the result cache is off: only the file cache can spare work
-    monkey = engine._cache_load
-    engine._cache_load = lambda key: None
+    real = result_cache.load
+    result_cache.load = lambda key: None
     try:
         return [f.to_json() for f in check_paths([str(root)]).findings]
     finally:
-        engine._cache_load = monkey
+        result_cache.load = real
 
 
 def test_a_second_check_reads_no_unchanged_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,7 +114,7 @@ def test_a_new_version_of_the_code_clears_the_old_entries(project: Path) -> None
     old = [p for p in base.iterdir() if p.is_dir()]
     assert len(old) == 1
     cache = FileCache("another version of warpfix")
-    src, err = engine.parse_and_release(str(project / "fit.py"), (project / "fit.py").read_text())
+    src, err = reading.parse_and_release(str(project / "fit.py"), (project / "fit.py").read_text())
     assert src is not None, err
     cache.store(src)
     assert [p for p in base.iterdir() if p.is_dir()] == [Path(cache.folder or "")]
@@ -123,11 +123,11 @@ def test_a_new_version_of_the_code_clears_the_old_entries(project: Path) -> None
 def test_files_read_in_forked_workers_give_the_same_findings(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--jobs 2`` on a large project: the files are read in two forked processes, which send back
     each file's summary and write the cache; findings and order are a single process's."""
-    for k in range(engine.PARALLEL_MIN_FILES):
+    for k in range(reading.PARALLEL_MIN_FILES):
         (project / f"more{k:02d}.py").write_text(_HELPER.replace("def make", f"def make{k}"))
     forks = []
-    real = engine._scan_forked
-    monkeypatch.setattr(engine, "_scan_forked", lambda *a: forks.append(1) or real(*a))
+    real = reading.scan_forked
+    monkeypatch.setattr(reading, "scan_forked", lambda *a: forks.append(1) or real(*a))
     monkeypatch.setenv("WARPFIX_CACHE_DIR", "")  # every file read: by the workers, then by one process
     forked = [f.to_json() for f in check_paths([str(project)], jobs=2, use_cache=False).findings]
     assert forks, "the files were read in workers"

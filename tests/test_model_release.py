@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from warpfix import engine
+from warpfix import reading
 from warpfix.engine import check_paths, parse_version
 from warpfix.model.source import SourceFile
 from warpfix.rules import all_rules
@@ -27,7 +27,7 @@ def _both(monkeypatch: pytest.MonkeyPatch, folder: Path, version: tuple[int, ...
     try:
         kept = [f.to_json() for f in check_paths(["."], use_cache=False, warp_version=version).findings]
         with monkeypatch.context() as mp:
-            mp.setattr(engine, "RELEASE_ABOVE_BYTES", -1)
+            mp.setattr(reading, "RELEASE_ABOVE_BYTES", -1)
             released = [f.to_json() for f in check_paths(["."], use_cache=False, warp_version=version).findings]
     finally:
         os.chdir(cwd)

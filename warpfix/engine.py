@@ -4,39 +4,39 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
-import json
 import os
-import sys
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
-from warpfix import __version__
+from warpfix import result_cache
 from warpfix.config import Config, ProjectConfig
 from warpfix.discovery import InputError, discover, read_source
-from warpfix.finding import Finding, Fix, FixSafety, Severity, Span
-from warpfix.model import Project, SourceFile, build_project, gc_frozen, module_name_for
-from warpfix.model.file_cache import FileCache, decode, encode
-from warpfix.model.project_files import mentions_warp, model_texts
-from warpfix.model.taped import mark_taped, paths_context_records
+from warpfix.finding import Finding, Fix, FixSafety, Span
+from warpfix.model import Project, SourceFile, build_project, gc_frozen
+from warpfix.model.project_files import model_texts
+from warpfix.model.taped import mark_taped
 from warpfix.model.trace_summary import TraceSummary
-from warpfix.notebook import cell_position, is_notebook
+from warpfix.reading import (
+    PARALLEL_MIN_FILES,
+    ParseCache,
+    can_fork,
+    parse_and_release,
+    parse_file,
+    read_project,
+)
+from warpfix.reading import follow_imports as follow_project_imports
 from warpfix.rules import all_rules
 from warpfix.rules.base import Rule
 from warpfix.runtime_rules import RUNTIME_IDS
 from warpfix.suppress import UNUSED_ID, filter_findings
 
-__all__ = ["InputError", "discover", "read_source"]  # re-exported: discovery lives in warpfix.discovery
+# re-exported: discovery lives in warpfix.discovery, file reading in warpfix.reading
+__all__ = ["PARALLEL_MIN_FILES", "InputError", "ParseCache", "discover", "parse_and_release", "parse_file",
+           "read_source"]
 
-CACHE_DIR = ".warpfix_cache"
 MAX_NESTING = 200  # AST depth beyond which the model's recursive walks cannot go
-PARALLEL_MIN_FILES = 32  # smaller projects check faster than a process pool starts
-# source above which a check releases each file's syntax tree once it is summarised (parsed again
-# where an analysis looks into it): memory follows what the analyses read, not the project's size
-RELEASE_ABOVE_BYTES = 2_000_000
 
 
 @dataclass
@@ -71,21 +71,6 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def parse_file(path: str, text: str, index: bool = True) -> tuple[SourceFile | None, str | None]:
-    try:
-        return SourceFile.parse(path, text, module_name_for(path), index), None
-    except SyntaxError as exc:
-        where = f"line {exc.lineno}"
-        cell = cell_position(text, exc.lineno or 0) if is_notebook(path) else None
-        if cell is not None:
-            where = f"cell {cell[0]}, line {cell[1]}"
-        return None, f"syntax error at {where}: {exc.msg} (parsed as Python {sys.version_info[0]}.{sys.version_info[1]})"
-    except RecursionError:
-        return None, "nesting too deep to parse, skipped"
-    except (ValueError, MemoryError) as exc:
-        return None, f"cannot parse: {exc}"
-
-
 def nesting_depth(src: SourceFile) -> int:
     """The depth of the file's syntax tree (iteratively: deep trees are what it measures)."""
     depth = {id(src.tree): 0}
@@ -112,69 +97,6 @@ def build_checked(files: dict[str, SourceFile], version: tuple[int, ...], errors
 
 
 
-class ParseCache:
-    """The last parse of each path, for a process that checks nearly the same files again and
-    again (the language server re-checks an open document's folder on every change). A parsed file
-    is only read by the model and the rules, never changed, so it can serve the next check of the
-    same text. Holds at most ``size`` paths (least recently used go first)."""
-
-    def __init__(self, size: int = 512) -> None:
-        self.size = size
-        self._entries: OrderedDict[str, tuple[str, tuple[SourceFile | None, str | None]]] = OrderedDict()
-
-    def parse(self, path: str, text: str) -> tuple[SourceFile | None, str | None]:
-        hit = self._entries.get(path)
-        if hit is not None and hit[0] == text:
-            self._entries.move_to_end(path)
-            return hit[1]
-        result = parse_file(path, text)
-        self._entries[path] = (text, result)
-        self._entries.move_to_end(path)
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return result
-
-
-ParseFn = Callable[[str, str], tuple[SourceFile | None, str | None]]
-
-
-def _follow_imports(
-    files: dict[str, SourceFile], errors: list[InputError], parse: ParseFn = parse_file
-) -> None:
-    """Add the project modules that the given files import from the same tree (next to the importer)."""
-    queue = list(files.values())
-    known = {os.path.realpath(p) for p in files}
-    looked: set[str] = set()  # candidate paths already looked at (a package's files import alike)
-    while queue:
-        src = queue.pop()
-        base_dir = os.path.dirname(src.path)
-        for mod, level, name, _ in src.project_imports:
-            if level > 1:
-                continue
-            rels = [mod.replace(".", os.sep)] if mod else []
-            if name and name != "*":
-                rels.append(os.path.join(mod.replace(".", os.sep), name) if mod else name)
-            for rel in rels:
-                for cand in (os.path.join(base_dir, rel + ".py"), os.path.join(base_dir, rel, "__init__.py")):
-                    if cand in looked:
-                        continue
-                    looked.add(cand)
-                    real = os.path.realpath(cand)
-                    if real in known or not os.path.isfile(cand):
-                        continue
-                    known.add(real)
-                    text, err = read_source(cand)
-                    if text is None or not mentions_warp(text):
-                        continue
-                    parsed, err = parse(os.path.normpath(cand), text)
-                    if parsed is None:
-                        errors.append(InputError(os.path.normpath(cand), err or "cannot parse"))
-                        continue
-                    files[parsed.path] = parsed
-                    queue.append(parsed)
-
-
-# ---------------------------------------------------------------------------------- running rules
 def run_rules(
     project: Project,
     *,
@@ -228,7 +150,7 @@ def _check_streamed(project: Project, rules: list[Rule], jobs: int) -> list[list
     per_rule, live, summary = _stream_traces(project, rules)
     project.__dict__["trace_summary"] = summary  # the cached property, from the traces just seen
     gc.freeze()  # what the rules keep of the traces is never rescanned
-    if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and _can_fork():
+    if jobs > 1 and len(project.files) >= PARALLEL_MIN_FILES and can_fork():
         for k, found in zip(live, _check_forked(project, [rules[k] for k in live], jobs), strict=True):
             per_rule[k].extend(found)
     else:
@@ -268,12 +190,6 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-def _can_fork() -> bool:
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods()
 
 
 # The project the forked rule workers read: set before the pool forks, so each worker inherits it
@@ -357,7 +273,7 @@ def check_sources(
                 files[path] = parsed
     with _collector_paused(freeze=True):
         if follow_imports:
-            _follow_imports(files, errors, parse)
+            follow_project_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
     project.recorded_elsewhere = recorded_elsewhere
     findings = run_rules(project, select=select, ignore=ignore, config=config)
@@ -383,7 +299,7 @@ def sources_recording(sources: dict[str, str], parse_cache: ParseCache | None = 
             parsed, _ = parse(path, text)
             if parsed is not None:
                 files[path] = parsed
-        _follow_imports(files, errors, parse)
+        follow_project_imports(files, errors, parse)
         project = build_checked(files, warp_version or installed_warp_version(), errors)
         return recording(project)
 
@@ -412,204 +328,21 @@ def check_paths(
         else:
             texts[p] = text
     relevant = model_texts(texts)
-    key = _cache_key(relevant, select, ignore, config, version) if use_cache else None
+    key = result_cache.key(relevant, select, ignore, config, version) if use_cache else None
     if key is not None:
-        hit = _cache_load(key)
+        hit = result_cache.load(key)
         if hit is not None:
             findings, parse_errors = hit
             return CheckResult(findings, errors + parse_errors, len(texts), relevant, cached=True,
                                skipped=dict(found.skipped))
     jobs = jobs if jobs > 0 else default_jobs()
-    parse: ParseFn = parse_file
-    large = sum(map(len, relevant.values())) > RELEASE_ABOVE_BYTES
-    cache = FileCache(_rules_fingerprint()) if large and use_cache else None
-    if large:
-        parse = _cached(cache) if cache is not None else parse_and_release
     with _collector_paused(freeze=True):
-        if large and jobs > 1 and len(relevant) >= PARALLEL_MIN_FILES and _can_fork():
-            files, parse_errors = _scan_forked(relevant, jobs, cache)
-        else:
-            files, parse_errors = _parse_all(relevant, parse)
-        _follow_imports(files, parse_errors, parse)
+        files, parse_errors = read_project(relevant, jobs, result_cache.code_fingerprint() if use_cache else None)
         project = build_checked(files, version, parse_errors)
     findings = run_rules(project, select=select, ignore=ignore, config=config, jobs=jobs)
     if key is not None:
-        _cache_store(key, findings, parse_errors)
+        result_cache.store(key, findings, parse_errors)
     sources = {p: s.text for p, s in files.items()}
     return CheckResult(findings, errors + parse_errors, len(texts), sources, skipped=dict(found.skipped))
 
 
-def _parse_all(texts: dict[str, str], parse: ParseFn = parse_file) -> tuple[dict[str, SourceFile], list[InputError]]:
-    """Parse in this process: sending syntax trees back from worker processes costs more than
-    parsing them (measured: twice the CPU and a longer wall time on warp's sources)."""
-    out: dict[str, SourceFile] = {}
-    errors: list[InputError] = []
-    for path, text in sorted(texts.items()):
-        parsed, err = parse(path, text)
-        if parsed is None:
-            errors.append(InputError(path, err or "cannot parse"))
-        else:
-            out[path] = parsed
-    return out, errors
-
-
-# the texts the forked scan workers read: set before the pool forks, so each worker inherits them
-_SCAN: tuple[dict[str, str], FileCache | None] | None = None
-
-
-def _scan_forked(texts: dict[str, str], jobs: int, cache: FileCache | None
-                 ) -> tuple[dict[str, SourceFile], list[InputError]]:
-    """:func:`_parse_all` with :func:`parse_and_release`, the files the cache does not hold read in
-    ``jobs`` forked processes. A worker sends back each file's summary and kernel facts as the
-    bytes it also writes to the cache (no tree crosses processes); the result is the same, in the
-    same order, as one process's."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    global _SCAN
-    found: dict[str, SourceFile | InputError] = {}
-    todo = []
-    for path, text in texts.items():
-        hit = cache.load(path, text, module_name_for(path)) if cache is not None else None
-        if hit is not None:
-            found[path] = hit
-        else:
-            todo.append(path)
-    if todo:
-        todo.sort(key=lambda p: -len(texts[p]))  # the largest first: the chunks end together
-        chunks = [todo[k::jobs * 4] for k in range(jobs * 4)]
-        _SCAN = (texts, cache)
-        try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-                for results in pool.map(_scan_chunk, [c for c in chunks if c]):
-                    for path, blob, err in results:
-                        src = decode(path, texts[path], module_name_for(path), blob) if blob is not None else None
-                        found[path] = src if src is not None else InputError(path, err or "cannot parse")
-        finally:
-            _SCAN = None
-    out: dict[str, SourceFile] = {}
-    errors: list[InputError] = []
-    for path in sorted(texts):
-        item = found[path]
-        if isinstance(item, InputError):
-            errors.append(item)
-        else:
-            out[path] = item
-    return out, errors
-
-
-def _scan_chunk(paths: list[str]) -> list[tuple[str, bytes | None, str | None]]:
-    assert _SCAN is not None
-    texts, cache = _SCAN
-    out: list[tuple[str, bytes | None, str | None]] = []
-    for path in paths:
-        parsed, err = parse_and_release(path, texts[path])
-        if parsed is None:
-            out.append((path, None, err))
-            continue
-        blob = encode(parsed)
-        if cache is not None:
-            cache.write(path, texts[path], blob)
-        out.append((path, blob, None))
-    return out
-
-
-def _cached(cache: FileCache) -> ParseFn:
-    """:func:`parse_and_release` through the file cache: an unchanged file is not read again."""
-    def parse(path: str, text: str) -> tuple[SourceFile | None, str | None]:
-        hit = cache.load(path, text, module_name_for(path))
-        if hit is not None:
-            return hit, None
-        parsed, err = parse_and_release(path, text)
-        if parsed is not None:
-            cache.store(parsed)
-        return parsed, err
-    return parse
-
-
-def parse_and_release(path: str, text: str) -> tuple[SourceFile | None, str | None]:
-    """:func:`parse_file`, then what the model needs of the file read and its tree released: a
-    large project holds a tree only for the files its analyses look into (parsed again then). A
-    file that creates a tape keeps its tree: its roots are the ones a check interprets."""
-    parsed, err = parse_file(path, text, index=False)
-    if parsed is not None:
-        try:
-            parsed.scan()
-        except RecursionError:
-            return None, "nesting too deep for the analysis, skipped"
-        if not any(unit.seed for unit in parsed.summary.units.values()):
-            parsed.release()
-    return parsed, err
-
-
-# ---------------------------------------------------------------------------------- cache
-def _cache_key(texts: dict[str, str], select: Iterable[str], ignore: Iterable[str], config: Config,
-               version: tuple[int, ...]) -> str:
-    h = hashlib.sha256()
-    h.update(f"{__version__}|{version}|{sorted(select)}|{sorted(ignore)}|{config!r}".encode())
-    h.update(_rules_fingerprint().encode())
-    for p in sorted(texts):
-        h.update(p.encode() + b"\0" + hashlib.sha256(texts[p].encode()).digest())
-    h.update(b"|context tape" if paths_context_records(texts) else b"|")  # a tape elsewhere in the package
-    return h.hexdigest()
-
-
-@cache
-def _rules_fingerprint() -> str:
-    """Changes whenever warpfix's own code changes (editable installs, development)."""
-    root = os.path.dirname(__file__)
-    h = hashlib.sha256()
-    for dirpath, _, names in sorted(os.walk(root)):
-        for n in sorted(names):
-            if n.endswith(".py"):
-                st = os.stat(os.path.join(dirpath, n))
-                h.update(f"{n}:{st.st_mtime_ns}:{st.st_size}".encode())
-    return h.hexdigest()
-
-
-def _cache_path(key: str) -> str:
-    return os.path.join(CACHE_DIR, key[:2], key + ".json")
-
-
-def _cache_load(key: str) -> tuple[list[Finding], list[InputError]] | None:
-    try:
-        with open(_cache_path(key), encoding="utf-8") as fh:
-            data = json.load(fh)
-        findings = [_finding_from_json(d) for d in data["findings"]]
-        errors = [InputError(e["path"], e["message"]) for e in data["errors"]]
-        return findings, errors
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _cache_store(key: str, findings: list[Finding], errors: list[InputError]) -> None:
-    path = _cache_path(key)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        gitignore = os.path.join(CACHE_DIR, ".gitignore")
-        if not os.path.exists(gitignore):
-            with open(gitignore, "w", encoding="utf-8") as fh:
-                fh.write("*\n")
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"findings": [f.to_json() for f in findings],
-                       "errors": [{"path": e.path, "message": e.message} for e in errors]}, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def _finding_from_json(d: dict) -> Finding:
-    related = tuple(
-        (Span(r["path"], r["line"], r["column"], r["line"], r["column"]), r["message"]) for r in d.get("related", [])
-    )
-    return Finding(
-        rule=d["rule"],
-        name=d["name"],
-        severity=Severity(d["severity"]),
-        span=Span(d["path"], d["line"], d["column"], d["end_line"], d["end_column"]),
-        message=d["message"],
-        fix=Fix(FixSafety(d["fix"]["safety"]), d["fix"]["description"]),
-        data=d.get("data", {}),
-        related=related,
-    )

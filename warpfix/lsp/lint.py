@@ -17,19 +17,11 @@ from pygls import uris
 from pygls.workspace import PositionCodec
 
 from warpfix.config import Config
-from warpfix.engine import (
-    CheckResult,
-    InputError,
-    ParseCache,
-    ParseFn,
-    check_sources,
-    parse_file,
-    read_source,
-    sources_recording,
-)
+from warpfix.engine import CheckResult, InputError, check_sources, read_source, sources_recording
 from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.lsp.edits import position
 from warpfix.model.source import SourceFile
+from warpfix.reading import ParseCache, ParseFn, parse_file
 from warpfix.report.base import rule_doc_url
 
 SOURCE = "warpfix"

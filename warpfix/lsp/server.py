@@ -18,10 +18,10 @@ from pygls.lsp.server import LanguageServer
 
 from warpfix import __version__
 from warpfix.config import Config, ConfigError, load_config
-from warpfix.engine import ParseCache
 from warpfix.finding import FixSafety, Span
 from warpfix.lsp.edits import ignore_comment_edit, text_edits
 from warpfix.lsp.lint import SOURCE, Checked, Snapshot, lint_snapshot, span_key, span_range, uri_of
+from warpfix.reading import ParseCache
 from warpfix.report.fixedits import fix_outcome
 from warpfix.rules import rule_by_id
 
