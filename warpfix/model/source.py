@@ -174,6 +174,18 @@ class SourceFile:
         self.warp, self.project_imports = _imports(imports)
         self.indexed = True
 
+    def import_bindings(self, index: dict[str, tuple], stars: list[tuple[str, int]]) -> None:
+        """Enter the names the project imports bind into a module ``index`` (``("module", mod, level)``
+        or ``("from", mod, level, name)``), and each star import into ``stars``."""
+        for mod, level, name, asname in self.project_imports:
+            if name is None:
+                if asname or "." not in mod:
+                    index[asname or mod.split(".")[0]] = ("module", mod, level)
+            elif name == "*":
+                stars.append((mod, level))
+            else:
+                index[asname or name] = ("from", mod, level, name)
+
     @property
     def summary(self) -> FileSummary:
         """What the file contributes to the project-wide analyses (:mod:`warpfix.model.summary`),

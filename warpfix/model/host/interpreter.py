@@ -250,14 +250,7 @@ class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
                         index[t.id] = ("const", stmt.value.value)
-        for mod, level, name, asname in src.project_imports:
-            if name is None:
-                if asname or "." not in mod:
-                    index[asname or mod.split(".")[0]] = ("module", mod, level)
-            elif name == "*":
-                stars.append((mod, level))
-            else:
-                index[asname or name] = ("from", mod, level, name)
+        src.import_bindings(index, stars)
         self.indexes[src.path] = (index, stars)
         return index, stars
 

@@ -101,14 +101,7 @@ class ProjectLinks:
             return hit
         index = dict(self.summaries[path].index)
         stars: list[tuple[str, int]] = []
-        for mod, level, name, asname in self.files[path].project_imports:
-            if name is None:
-                if asname or "." not in mod:
-                    index[asname or mod.split(".")[0]] = ("module", mod, level)
-            elif name == "*":
-                stars.append((mod, level))
-            else:
-                index[asname or name] = ("from", mod, level, name)
+        self.files[path].import_bindings(index, stars)
         hit = self._indexes[path] = (index, stars)
         return hit
 
