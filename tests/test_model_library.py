@@ -6,6 +6,7 @@ The newton cases check copies of newton's own diffsim examples with one planted 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,8 @@ import pytest
 from warpfix.engine import check_sources, parse_file, run_rules
 from warpfix.finding import Finding, Severity
 from warpfix.model import build_project
-from warpfix.model.library import LibraryIndex, parse_path
+from warpfix.model.library import LibraryIndex
+from warpfix.model.library_summary import parse_path
 
 HAS_NEWTON = importlib.util.find_spec("newton") is not None
 needs_newton = pytest.mark.skipif(not HAS_NEWTON, reason="newton is not installed")
@@ -256,3 +258,11 @@ def test_parse_path_is_shared_and_immutable() -> None:
     assert first == ("a", (("attr", "b"), ("item", "0"), ("attr", "c")))
     assert parse_path("a.b[0].c") is first
     assert isinstance(first[1], tuple)
+
+
+def test_a_summary_keeps_every_field_through_its_disk_form() -> None:
+    """The disk cache stores summaries as JSON: what a call returns survives the round trip."""
+    from warpfix.model.library_summary import KNOWN_EFFECTS, Summary
+
+    for known in KNOWN_EFFECTS.values():
+        assert Summary.from_json(json.loads(json.dumps(known.to_json()))) == known

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from warpfix.model.library import Op
+from warpfix.model.library_summary import Op
 from warpfix.model.source import SourceFile
 
 

@@ -8,7 +8,8 @@ from warpfix.model.facts import Buffer
 from warpfix.model.host import library_callbacks
 from warpfix.model.host.syntax import _asks_for_grad, _is_property, _is_static, _keyword_holds, _text
 from warpfix.model.host.values import Val, _Frame, _holds_array, _SameItem
-from warpfix.model.library import LibraryIndex, Op, Summary, parse_path
+from warpfix.model.library import LibraryIndex
+from warpfix.model.library_summary import Op, Summary, parse_path
 from warpfix.model.source import SourceFile
 
 

@@ -9,7 +9,8 @@ from warpfix.model.facts import Buffer
 from warpfix.model.host import library_callbacks
 from warpfix.model.host.interpreter import HostInterpreter
 from warpfix.model.host.values import Val, _Frame
-from warpfix.model.library import LibraryIndex, Op, Summary
+from warpfix.model.library import LibraryIndex
+from warpfix.model.library_summary import Op, Summary
 from warpfix.model.source import SourceFile
 
 
