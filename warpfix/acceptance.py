@@ -16,6 +16,12 @@ update) and one of these proves it:
   gradient changed), or where FD disagreed before the edit and still does, like with like
   (:func:`_like_with_like`).
 
+A WF601 hoist merges the windows' backwards into one. Their total loss is the forward compared; where the
+windows added into one loss array, zeroed once before them (the probe marks each backward whose loss array
+only taped launches wrote since the previous one), each backward saw the running sum and the one backward
+after the merge differentiates the last of them, which must be unchanged. The probe runs the first
+iteration's backwards past its cap for their loss alone, so the last one is the iteration's.
+
 A backward whose objective the program seeds by hand (``x.grad`` set, ``backward(grads=...)``) after the
 first backward of the iteration differentiates what earlier backwards left there (checkpoint segments
 seeded with the next segment's gradients): its value is no forward value and its gradient is no like for
@@ -113,6 +119,8 @@ def fd_summary(report: Any) -> dict[str, Any]:
         # per backward before it: its FD verdict, and whether its objective is seeded by hand after the first
         "first_verdicts": [_backward_verdict([p.verdict for p in b.params]) if b.params else "none" for b in first],
         "seeded": [i > 0 and getattr(b, "objective", "loss") != "loss" for i, b in enumerate(first)],
+        # per backward before it: its loss is the array the previous one differentiated, added into on tapes only
+        "running": [bool(getattr(b, "running", False)) for b in first],
         # per backward after it that FD checked: its verdict ("pass" when every parameter passed)
         "later": [_backward_verdict([p.verdict for p in b.params]) for b in report.backwards
                   if getattr(b, "window", 0) > 0 and b.params],
@@ -216,6 +224,9 @@ def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
         if 1 < len(lb) <= len(seeded) and all(seeded[1:len(lb)]) and la and _close(lb[-1], la[-1]):
             return True, (f"the objective seeded by hand that {len(lb)} backwards added into unchanged at the last "
                           f"({lb[-1]} -> {la[-1]}, {len(la)} backward(s))"), False
+        if _running_sums(before) and len(la) == 1 and _close(lb[-1], la[0]):
+            return True, (f"the episode loss {len(lb)} backwards saw accumulate (running sums) unchanged at the "
+                          f"last ({lb[-1]} -> {la[0]}, one backward)"), False
         return False, f"the edit changed the backwards ({len(lb)} -> {len(la)}) and their total loss ({a} -> {b})", False
     # the same iterations compared, like with like: the first iteration ends at its first parameter update,
     # and a fix that makes the program train (an optimizer step moved out of the tape) ends it earlier, so
@@ -235,6 +246,16 @@ def _forward_preserved(before: dict[str, Any], after: dict[str, Any],
                       f"({len(lb)} -> {len(la)}; a {'/'.join(sorted(set(rules)))} fix moves no optimizer step: the "
                       "iteration is recognised to end earlier)"), False
     return True, f"the edit moved the first parameter update ({len(lb)} -> {len(la)} backwards before it)", True
+
+
+def _running_sums(before: dict[str, Any]) -> bool:
+    """Whether the run's backwards before its first parameter update saw the running sums of one loss: each
+    differentiated the loss array the previous one did, written between them only by taped kernel launches
+    (the probe's ``running``: zeroed once, before them), and its values never fell. Then the last one's is
+    the iteration's objective, which one backward after the windows (WF601's hoist) differentiates whole."""
+    losses, running = before["losses"], before.get("running") or []
+    return (1 < len(losses) == len(running) and all(running[1:]) and not any(before.get("seeded") or [])
+            and all(b >= a - max(abs(a) * LOSS_RTOL, LOSS_ATOL) for a, b in zip(losses, losses[1:], strict=False)))
 
 
 def _after_the_moved_update(after: dict[str, Any], moved: str, loss_count: int) -> tuple[bool, str]:

@@ -14,6 +14,10 @@ from .spans import overlap
 
 #: ... or this many backward calls.
 BACKWARD_CAP = 32
+#: past the cap, the first iteration's later backwards run for their loss alone (no FD, no checks), up to this
+#: many in all: ``apply --check`` judges a merge of backwards (WF601's hoist, one backward after the windows)
+#: on the loss the iteration's last backward differentiated, which a capped run would not reach
+LOSS_ONLY_CAP = 4096
 
 class BackwardChecks:
     """Tracer's work at each backward."""
@@ -75,6 +79,8 @@ class BackwardChecks:
                 host_written = [i for i in leaves if id(i) in known and digest(i.arr) != i.hash]
             if not any(id(i) in known for i in leaves) or host_written:
                 # a new iteration: fresh parameters, or parameters updated on the host
+                if self.past_cap:
+                    self.finish("cap")
                 self.check_accumulated(self.window_params, path, line, {id(i.arr) for i in leaves})
                 self.finish("window-end")
         frame = self.user_frame()
@@ -85,8 +91,11 @@ class BackwardChecks:
         self.check_integrity(tape, taped_ops, path, line, frame)
         integrity = [f for f in self.findings[known_findings:] if f["rule"] == "WF902"]
         self.seconds["integrity"] += time.perf_counter() - started
+        running = self.running_sum(loss)
         if len(self.verified) >= BACKWARD_CAP or self.fd_seconds > self.fd_budget():
-            self.finish("cap")
+            if self.window > 0 or len(self.verified) >= LOSS_ONLY_CAP:
+                self.finish("cap")
+            return self.loss_only(orig, tape, loss, grads, taped_ops, leaves, site, running)
         with self.paused():
             seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
             since = self.tape_since.get(id(tape), 0)
@@ -101,9 +110,7 @@ class BackwardChecks:
             self.leftovers.after_backward(tape, site, self.is_array)
             ad = {id(i): flat(i.arr.grad.numpy()) - before[id(i)] for i in leaves}
             self.tracker_read.difference_update(id(a) for op in taped_ops for a in (x.arr for x in op.reads))
-            entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
-            if how != "loss":
-                entry["objective"] = how
+            entry = self.entry(site, value, how, running)
             notes = []
             if self.capture is not None:
                 notes.append(f"captured by the graph capture at {self.capture.site}: run eagerly under the probe")
@@ -131,6 +138,45 @@ class BackwardChecks:
         self.backwards.append(entry)
         self.flush()
         return result
+
+    def loss_only(self, orig: Callable, tape: Any, loss: Any, grads: Any, taped_ops: list[Op],
+                  leaves: list[ArrayInfo], site: str, running: bool) -> Any:
+        """A backward of the first iteration past the cap: the value of its objective, nothing compared. The
+        iteration's end (its first parameter update, or a backward of a new iteration) then ends the run."""
+        self.past_cap = True
+        with self.paused():
+            seeds, how = self.seeds(tape, loss, grads, taped_ops, leaves)
+            value = Objective(seeds, how).value()
+            result = orig(tape, loss, grads)
+        entry = self.entry(site, value, how, running)
+        entry["loss_only"] = True
+        entry["note"] = f"past the first {BACKWARD_CAP} backwards of the iteration: run for its loss alone"
+        for info in leaves:
+            if info not in self.window_params:
+                self.window_params.append(info)
+        self.verified.append(BackwardRecord({}))
+        self.backwards.append(entry)
+        return result
+
+    def entry(self, site: str, value: float | None, how: str, running: bool) -> dict[str, Any]:
+        """A backward's record in the result: where, the value of its objective, and what that objective is."""
+        entry: dict[str, Any] = {"site": site, "loss": value, "window": self.window, "params": []}
+        if how != "loss":
+            entry["objective"] = how
+        if running:
+            entry["running"] = True
+        return entry
+
+    def running_sum(self, loss: Any) -> bool:
+        """Whether this backward's loss is the array the iteration's previous backward differentiated, written
+        since only by taped kernel launches (no zero, fill, copy or host write between them): the windows add
+        into one loss, so each backward sees the running sum (WF601's shared episode loss)."""
+        previous, self.loss_mark = self.loss_mark, (loss, len(self.ops)) if loss is not None else None
+        if loss is None or previous is None or previous[0] is not loss:
+            return False
+        info = self.arrays.get(id(loss))
+        return info is not None and info.arr is loss and all(
+            self.ops[i].kind == "launch" and self.ops[i].tape is not None for i in info.writes_at if i >= previous[1])
 
     def seeds(
         self, tape: Any, loss: Any, grads: Any, taped_ops: list[Op], leaves: list[ArrayInfo]
@@ -243,12 +289,16 @@ class BackwardChecks:
 
     def check_accumulated(self, params: list[ArrayInfo], path: str, line: int, used: set[int]) -> None:
         """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses).
-        One finding per backward: one missing ``tape.zero()`` leaves every gradient of the tape summed."""
+        One finding per backward: one missing ``tape.zero()`` leaves every gradient of the tape summed.
+
+        Only a gradient the program consumes counts: of a parameter it trains, or one it read (on the host,
+        by a launch or a copy). A leaf's gradient is read by no adjoint (the tape never writes the leaf), so
+        the summed gradient of an initial state the program neither trains nor reads changes nothing."""
         stale: list[tuple[ArrayInfo, float]] = []
         with self.paused():
             for info in params:
                 g = info.arr.grad
-                if id(info.arr) not in used or g is None:
+                if id(info.arr) not in used or g is None or not (info.trained or id(g) in self.grad_reads):
                     continue
                 vals = flat(g.numpy())
                 if np.any(vals != 0.0):

@@ -270,6 +270,7 @@ class LaunchHooks:
                 self.leftovers.read([arr], self.site)
             if self.grads.get(id(arr)) is arr:
                 self.host_grad_read = True
+                self.grad_reads.add(id(arr))
                 self.early_grad.on_host_read(arr)
             elif arr.requires_grad and id(arr) not in self.host_reads:
                 path, line = self.site()

@@ -59,6 +59,8 @@ class OpRecording:
         for info in op.reads:
             if info.first_read is None:
                 info.first_read = idx
+            if info.is_grad:
+                self.grad_reads.add(id(info.arr))
         # gradient data reaches this op: a traced gradient or what was computed from one, or host data made
         # after the host read a gradient (``x.assign(...)``; ``step = wp.array(g_np * s)`` read here first)
         tainted_in = any(i.tainted or i.is_grad for i in op.reads) or self.host_grad_read and (

@@ -90,6 +90,9 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.mode = "window"  # "window" -> "epilogue" (waiting for the next backward) -> "done"
         self.window = 0  # 0: the first iteration; 1: the next one (bugs dormant at iteration 0)
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
+        self.past_cap = False  # the first iteration's backwards past BACKWARD_CAP run for their loss alone
+        self.loss_mark: tuple[Any, int] | None = None  # the last backward's loss array and the op count then
+        self.grad_reads: set[int] = set()  # ids of the gradients the program read (host, launch, copy): consumed
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
         self.spans = SpanIndex()  # the window's arrays (ArrayInfo) by the memory they span
@@ -160,7 +163,11 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
     # ----------------------------------------------------------------- window end and output
     def end_window(self) -> None:
         """A parameter was updated from gradients. After window 0, trace the next iteration as window 1
-        (its first backward also checks WF903); after window 1 only wait for that check."""
+        (its first backward also checks WF903); after window 1 only wait for that check. Past the cap
+        (backwards run for their loss alone) the run ends here."""
+        if self.past_cap:
+            self.finish("cap")
+            return
         self.stopped = "window-end"
         self.tape_cover.settle()
         self.flush_pending()
@@ -177,6 +184,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
             self.tape_start = None
             self.tape_state = {}
             self.verified = []
+            self.loss_mark = None
             self.host_grad_read = False
             self.host_reads = {}
         else:

@@ -22,7 +22,14 @@ def render_report(report: VerifyReport, *, color: bool = False) -> str:
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, color_system="standard" if color else None,
                       highlight=False, emoji=False, width=160)  # fmt: skip
+    loss_only = [b for b in report.backwards if b.loss_only]
     for b in report.backwards:
+        if b.loss_only:
+            if b is loss_only[0]:  # one line for them all
+                last = "-" if loss_only[-1].loss is None else f"{loss_only[-1].loss:.7g}"
+                console.print(f"{len(loss_only)} later backward(s) of iteration {b.window + 1} run for their loss "
+                              f"alone (past the cap), the last at {loss_only[-1].site} (loss = {last})\n")
+            continue
         loss = "-" if b.loss is None else f"{b.loss:.7g}"
         console.print(Text(f"tape.backward at {b.site}  (iteration {b.window + 1}, loss = {loss})", style="bold"))
         table = Table()

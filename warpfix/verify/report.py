@@ -69,6 +69,9 @@ class BackwardResult:
     note: str = ""  # why this backward could not be compared, when it could not
     window: int = 0  # 0: the first training iteration, 1: the next one
     objective: str = "loss"  # what the backward differentiates: the loss, or seeded outputs (grads=, by hand)
+    # the loss array the previous backward of the iteration differentiated, since written only on tapes
+    running: bool = False
+    loss_only: bool = False  # past the cap: run for the value of its objective alone
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +84,9 @@ class BackwardResult:
             out["note"] = self.note
         if self.objective != "loss":
             out["objective"] = self.objective
+        for key in ("running", "loss_only"):
+            if getattr(self, key):
+                out[key] = True
         return out
 
 
@@ -202,6 +208,8 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
             note=b.get("note", ""),
             window=b.get("window", 0),
             objective=b.get("objective", "loss"),
+            running=bool(b.get("running")),
+            loss_only=bool(b.get("loss_only")),
         )
         for b in raw.get("backwards", [])
     ]
