@@ -18,7 +18,7 @@ import pytest
 from warpfix.acceptance import fd_summary, judge
 from warpfix.verify import run_verify
 from warpfix.verify.backward_checks import BACKWARD_CAP, BackwardChecks
-from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport
+from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport, make_finding
 from warpfix.verify.sketch import sketch
 
 PROGRAMS = Path(__file__).parent / "verify_programs"
@@ -93,6 +93,27 @@ def test_running_sum_is_one_loss_array_written_only_by_taped_launches_between_ba
     assert BackwardChecks.running_sum(probe, loss)  # the zero was before the previous backward
     assert not BackwardChecks.running_sum(probe, other)  # another array
     assert not BackwardChecks.running_sum(probe, None) and probe.loss_mark is None
+
+
+_STALE = make_finding("WF903", "main.py", 36, "`k.grad` is already non-zero", {"array": "k"}, classified_as="WF301")
+
+
+def test_a_zero_per_window_fd_rejects_before_and_after_is_refused_whatever_finding_went_away() -> None:
+    """A ``tape.zero()`` per window on a tape-per-window program (the WF601 truncation): each backward adds the
+    same gradient before and after it (FD disagreeing at the same backwards, on unchanged gradients) while the
+    sum the optimizer consumes is now the last window's alone. The WF903 going away proved it; kept before."""
+    before = _per_step(SUMS, findings=[_STALE])
+    after = _per_step(SUMS)
+    ok, why = judge(before, after, ["WF301"])
+    assert not ok
+    assert why == ("FD still disagrees after the edit and agrees nowhere it disagreed before: the runtime checks "
+                   "show a finding gone, not the gradient the program consumes right")
+    # where FD cannot judge (chaos), the runtime check going clean still proves it, the loss unchanged
+    unreliable = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:30", 2.0, [_param("unreliable")])]))
+    stale = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:30", 2.0, [_param("unreliable")])],
+                                    findings=[_STALE]))
+    ok, why = judge(stale, unreliable, ["WF301"])
+    assert ok and "FD is unreliable here, so the runtime checks decided" in why, why
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ update) and one of these proves it:
   gradient that cuts the chain to the loss, a gradient read before its backward, a launch the objective
   depends on recorded on another tape than the backward's) found the edit's arrays (or launches)
   before it and not after, where FD cannot judge (chaos, a NaN-prone solve) or cannot tell (the same
-  gradient changed), or where FD disagreed before the edit and still does, like with like
-  (:func:`_like_with_like`).
+  gradient changed), or where FD disagreed before the edit and still does, like with like, and now agrees
+  at a backward where it disagreed (:func:`_like_with_like`): FD rejecting the rewritten program as it did
+  the original is no proof, whatever finding went away.
 
 A WF601 hoist merges the windows' backwards into one. Their total loss is the forward compared; where the
 windows added into one loss array, zeroed once before them (the probe marks each backward whose loss array
@@ -279,7 +280,10 @@ def _like_with_like(before: dict[str, Any], after: dict[str, Any], proof: str | 
     parameter update, those seeded by hand after the first backward aside (the later ones start from other
     parameters) -- the edit is proven when FD now agrees at one of them where it disagreed, or when it still
     disagrees only where it did before, on gradients the edit left unchanged (the program's own disagreement,
-    not the edit's), and the runtime checks decided (``proof``). (False, None): no proof either way."""
+    not the edit's), FD now agrees at a backward seeded by hand where it disagreed, and the runtime checks
+    decided (``proof``). Without a backward FD now accepts, the runtime checks alone prove nothing here: FD
+    still rejects the gradient (a ``tape.zero()`` per window leaves what each backward adds unchanged and
+    the sum the program consumes wrong). (False, None): no proof either way."""
     vb, va = before.get("first_verdicts") or [], after.get("first_verdicts") or []
     gb, ga = before.get("gradients") or [], after.get("gradients") or []
     seeded = _seeded(before, after)
@@ -298,10 +302,18 @@ def _like_with_like(before: dict[str, Any], after: dict[str, Any], proof: str | 
         return True, f"FD agreement now passes at backward(s) {', '.join(map(str, mended))}"
     if not proof:
         return False, None
+    # FD agrees nowhere it disagreed before: unchanged gradients per backward cannot show a zero between
+    # backwards right (what the program sums and consumes changes, what each backward adds does not), and the
+    # runtime checks show a finding gone, not the gradient right. A backward seeded by hand that FD now accepts
+    # (checkpoint segments seeded with the summed gradients before the edit) is FD's own evidence.
+    healed = [str(i + 1) for i in sorted(seeded) if i < min(len(vb), len(va)) and vb[i] == "fail" and va[i] == "pass"]
+    if not healed:
+        return False, ("FD still disagrees after the edit and agrees nowhere it disagreed before: the runtime checks "
+                       "show a finding gone, not the gradient the program consumes right")
     failing = [str(i + 1) for i in compared if va[i] == "fail"]
-    where = (f"at backward(s) {', '.join(failing)}, on gradients the edit left unchanged" if failing
-             else "only at backwards not compared like with like (seeded by hand, or after the first update)")
-    return True, f"FD disagreed before the edit too, {where} (the program's own disagreement), and {proof}"
+    where = f", at backward(s) {', '.join(failing)}, on gradients the edit left unchanged" if failing else ""
+    return True, (f"FD disagreed before the edit too{where} (the program's own disagreement); it now agrees at the "
+                  f"backward(s) {', '.join(healed)} seeded by hand, and {proof}")
 
 
 def _close(a: float, b: float) -> bool:
