@@ -18,13 +18,9 @@ Anything it cannot follow is a refusal that says where (:class:`LossRefusal`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from codemods._resolve import Sources, module_files
-from warpfix.model.facts import KernelDef
-from warpfix.model.kernels import find_kernels, fold_func_calls
-from warpfix.model.source import SourceFile
+from codemods._project_code import Frame, ProjectCode, nodes
 
 MAX_DEPTH = 10
 _OVERWRITES = ("zero_", "fill_", "assign")
@@ -51,42 +47,11 @@ def _place(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
-def _nodes(stmts: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node of ``stmts``, nested definitions (functions, classes, lambdas) left out."""
-    stack: list[ast.AST] = list(reversed(stmts))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        yield node
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
 @dataclass
-class _Module:
-    path: str
-    tree: ast.Module
-    parents: dict[int, ast.AST]
-    warp: set[str]  # names the module imports warp as
-    kernels: dict[str, KernelDef] | None = None
-
-
-@dataclass
-class _Frame:
-    module: _Module
-    func: ast.FunctionDef | None  # None: module-level code
-    cls: ast.ClassDef | None  # the class of a method
-    forms: set[str]  # the expressions that name the loss here
-    where: str  # "the window loop", "advance()"
-
-
-@dataclass
-class LossWalk:
+class LossWalk(ProjectCode):
     """What every window does to the loss, from the window loop's body down through the project's code."""
 
-    texts: Mapping[str, str]
     adds: list[str] = field(default_factory=list)  # "running_cost (line 139)": the launches that add into it
-    _modules: dict[str, _Module | None] = field(default_factory=dict)
     _seen: set[tuple[str, int, frozenset[str]]] = field(default_factory=set)
 
     # -- entry ------------------------------------------------------------------------------
@@ -101,21 +66,21 @@ class LossWalk:
             raise LossRefusal(f"no loop at line {loop_line}")
         func = self._enclosing(module, loop, ast.FunctionDef)
         cls = self._enclosing(module, func, ast.ClassDef) if func is not None else None
-        frame = _Frame(module, func, cls, set(), "the window loop")
+        frame = Frame(module, func, cls, set(), "the window loop")
         frame.forms = self._aliases(func.body if func is not None else module.tree.body, {norm(loss)})
         self._walk(loop.body, frame, 0)
         if not self.adds:
             raise LossRefusal(f"no launch of the window loop adds into {loss}")
 
     # -- the walk ---------------------------------------------------------------------------
-    def _walk(self, stmts: list[ast.stmt], frame: _Frame, depth: int) -> None:
-        for node in _nodes(stmts):
+    def _walk(self, stmts: list[ast.stmt], frame: Frame, depth: int) -> None:
+        for node in nodes(stmts):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 self._binding(node, frame)
             elif isinstance(node, ast.Call):
                 self._call(node, frame, depth)
 
-    def _binding(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, frame: _Frame) -> None:
+    def _binding(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, frame: Frame) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
         for target in targets:
@@ -130,7 +95,7 @@ class LossWalk:
                         "its own loss array there"
                     )
 
-    def _call(self, call: ast.Call, frame: _Frame, depth: int) -> None:
+    def _call(self, call: ast.Call, frame: Frame, depth: int) -> None:
         func = call.func
         warp_call = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
             func.value.id in frame.module.warp
@@ -174,7 +139,7 @@ class LossWalk:
         args = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
         return args + [k.value for k in call.keywords]
 
-    def _enter(self, call: ast.Call, callee: _Frame, frame: _Frame, depth: int) -> None:
+    def _enter(self, call: ast.Call, callee: Frame, frame: Frame, depth: int) -> None:
         """Walk ``callee`` with the loss's names there: its parameters that receive the loss (or the object
         holding it), and the module-level name when the loop's code is module-level code of the same file."""
         fn = callee.func
@@ -208,7 +173,7 @@ class LossWalk:
                     forms.add(param + form[len(expr):])
         if frame.func is None and callee.module is frame.module:  # module-level names the callee sees
             local = set(named) | {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None} | {
-                t.id for n in _nodes(fn.body) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                t.id for n in nodes(fn.body) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
                 for t in ast.walk(target) if isinstance(t, ast.Name)
             }
@@ -223,14 +188,14 @@ class LossWalk:
         callee.forms = forms
         self._walk(fn.body, callee, depth + 1)
 
-    def _unfollowed(self, arg: ast.expr, call: ast.Call, frame: _Frame) -> None:
+    def _unfollowed(self, arg: ast.expr, call: ast.Call, frame: Frame) -> None:
         if ast.unparse(arg) in frame.forms:
             raise LossRefusal(
                 f"it is passed to {ast.unparse(call.func)}() at line {call.lineno} ({frame.where}) as an argument "
                 "no parameter names"
             )
 
-    def _launch(self, call: ast.Call, frame: _Frame) -> None:
+    def _launch(self, call: ast.Call, frame: Frame) -> None:
         """A launch that names the loss must hand it to a kernel parameter the kernel only adds into."""
         def arg(name: str, index: int) -> ast.expr | None:
             found = next((k.value for k in call.keywords if k.arg == name), None)
@@ -268,131 +233,10 @@ class LossWalk:
                 )
         self.adds.append(f"{kernel.name} (line {call.lineno})")
 
-    # -- resolution ---------------------------------------------------------------------------
-    def _callees(self, call: ast.Call, frame: _Frame) -> list[_Frame]:
-        """The project functions/methods ``call`` may run (empty: none known)."""
-        func, module = call.func, frame.module
-        if isinstance(func, ast.Name):
-            found = self._function(module, func.id)
-            return [found] if found is not None else []
-        if not isinstance(func, ast.Attribute):
-            return []
-        receiver, name = func.value, func.attr
-        if isinstance(receiver, ast.Name):
-            target = self._imported_module(module, receiver.id)
-            if target is not None:
-                found = self._top_function(target, name)
-                return [found] if found is not None else []
-            if frame.cls is not None and frame.func is not None and frame.func.args.args and (
-                receiver.id == frame.func.args.args[0].arg
-            ):
-                own = self._method(module, frame.cls, name)
-                if own is not None:
-                    return [own]
-        return [m for cls in self._classes(module) if (m := self._method(module, cls, name)) is not None]
-
-    def _function(self, module: _Module, name: str) -> _Frame | None:
-        found = self._top_function(module, name)
-        if found is not None:
-            return found
-        for node in module.tree.body:
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        target = self._module_of(module, node.module or "", node.level)
-                        return self._top_function(target, alias.name) if target is not None else None
-        return None
-
-    def _top_function(self, module: _Module, name: str) -> _Frame | None:
-        for node in module.tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                return _Frame(module, node, None, set(), f"{name}()")
-        return None
-
-    def _classes(self, module: _Module) -> list[ast.ClassDef]:
-        return [n for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)]
-
-    def _method(self, module: _Module, cls: ast.ClassDef, name: str) -> _Frame | None:
-        for node in cls.body:
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                return _Frame(module, node, cls, set(), f"{cls.name}.{name}()")
-        for base in cls.bases:  # a base class of the same file
-            parent = next((c for c in self._classes(module) if isinstance(base, ast.Name) and c.name == base.id), None)
-            if parent is not None and parent is not cls:
-                found = self._method(module, parent, name)
-                if found is not None:
-                    return found
-        return None
-
-    def _imported_module(self, module: _Module, name: str) -> _Module | None:
-        """The project module ``name`` refers to (``import sim``, ``import pkg.sim as sim``, ``from pkg import sim``)."""
-        for node in module.tree.body:
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        return self._module_of(module, alias.name, 0)
-            elif isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        dotted = f"{node.module}.{alias.name}" if node.module else alias.name
-                        return self._module_of(module, dotted, node.level)
-        return None
-
-    def _kernel(self, expr: ast.expr, module: _Module) -> KernelDef | None:
-        if isinstance(expr, ast.Name):
-            found = self._kernels(module).get(expr.id)
-            if found is not None:
-                return found
-            for node in module.tree.body:
-                if isinstance(node, ast.ImportFrom):
-                    for alias in node.names:
-                        if (alias.asname or alias.name) == expr.id:
-                            target = self._module_of(module, node.module or "", node.level)
-                            return self._kernels(target).get(alias.name) if target is not None else None
-            return None
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            target = self._imported_module(module, expr.value.id)
-            return self._kernels(target).get(expr.attr) if target is not None else None
-        return None
-
-    def _kernels(self, module: _Module) -> dict[str, KernelDef]:
-        if module.kernels is None:
-            src = SourceFile.parse(module.path, self.texts[module.path])
-            found = list(find_kernels(src))
-            fold_func_calls(found)
-            module.kernels = {k.name: k for k in found if k.kind == "kernel"}
-        return module.kernels
-
-    # -- files --------------------------------------------------------------------------------
-    def _module_of(self, importer: _Module, name: str, level: int) -> _Module | None:
-        files = module_files(importer.path, name, level, Sources(self.texts))
-        return self._module(files[0]) if files else None
-
-    def _module(self, path: str) -> _Module | None:
-        if path not in self._modules:
-            try:
-                tree = ast.parse(self.texts[path])
-            except (SyntaxError, ValueError, KeyError):
-                self._modules[path] = None
-                return None
-            parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
-            warp = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-                    if a.name == "warp"}
-            self._modules[path] = _Module(path, tree, parents, warp or {"wp"})
-        return self._modules[path]
-
-    def _enclosing(self, module: _Module, node: ast.AST, kind: type) -> ast.AST | None:
-        current = module.parents.get(id(node))
-        while current is not None and not isinstance(current, kind):
-            if isinstance(current, (ast.FunctionDef, ast.ClassDef)) and kind is ast.ClassDef:
-                return None  # a function nested in a method: no `self` of a class
-            current = module.parents.get(id(current))
-        return current
-
     def _aliases(self, body: list[ast.stmt], forms: set[str]) -> set[str]:
         """``forms`` and the names bound to one of them (``loss = planner.loss``), or that one of them is bound to."""
         forms = set(forms)
-        pairs = [(ast.unparse(n.targets[0]), ast.unparse(n.value)) for n in _nodes(body)
+        pairs = [(ast.unparse(n.targets[0]), ast.unparse(n.value)) for n in nodes(body)
                  if isinstance(n, ast.Assign) and len(n.targets) == 1 and _place(n.targets[0]) and _place(n.value)]
         changed = True
         while changed:

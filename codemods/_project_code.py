@@ -1,0 +1,175 @@
+"""The project's code as the loss walk of the WF601 hoist reads it: modules parsed with ``ast``, and the
+functions, methods, classes and kernels a name or a call resolves to through the imports of the file it
+is written in.
+
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from codemods._resolve import Sources, module_files
+from warpfix.model.facts import KernelDef
+from warpfix.model.kernels import find_kernels, fold_func_calls
+from warpfix.model.source import SourceFile
+
+
+def nodes(stmts: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of ``stmts``, nested definitions (functions, classes, lambdas) left out."""
+    stack: list[ast.AST] = list(reversed(stmts))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+@dataclass
+class ParsedModule:
+    path: str
+    tree: ast.Module
+    parents: dict[int, ast.AST]
+    warp: set[str]  # names the module imports warp as
+    kernels: dict[str, KernelDef] | None = None
+
+
+@dataclass
+class Frame:
+    module: ParsedModule
+    func: ast.FunctionDef | None  # None: module-level code
+    cls: ast.ClassDef | None  # the class of a method
+    forms: set[str]  # the expressions that name the loss here
+    where: str  # "the window loop", "advance()"
+
+
+@dataclass
+class ProjectCode:
+    """The project's files (path -> text), parsed on demand."""
+
+    texts: Mapping[str, str]
+    _modules: dict[str, ParsedModule | None] = field(default_factory=dict)
+
+    # -- resolution ---------------------------------------------------------------------------
+    def _callees(self, call: ast.Call, frame: Frame) -> list[Frame]:
+        """The project functions/methods ``call`` may run (empty: none known)."""
+        func, module = call.func, frame.module
+        if isinstance(func, ast.Name):
+            found = self._function(module, func.id)
+            return [found] if found is not None else []
+        if not isinstance(func, ast.Attribute):
+            return []
+        receiver, name = func.value, func.attr
+        if isinstance(receiver, ast.Name):
+            target = self._imported_module(module, receiver.id)
+            if target is not None:
+                found = self._top_function(target, name)
+                return [found] if found is not None else []
+            if frame.cls is not None and frame.func is not None and frame.func.args.args and (
+                receiver.id == frame.func.args.args[0].arg
+            ):
+                own = self._method(module, frame.cls, name)
+                if own is not None:
+                    return [own]
+        return [m for cls in self._classes(module) if (m := self._method(module, cls, name)) is not None]
+
+    def _function(self, module: ParsedModule, name: str) -> Frame | None:
+        found = self._top_function(module, name)
+        if found is not None:
+            return found
+        for node in module.tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        target = self._module_of(module, node.module or "", node.level)
+                        return self._top_function(target, alias.name) if target is not None else None
+        return None
+
+    def _top_function(self, module: ParsedModule, name: str) -> Frame | None:
+        for node in module.tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return Frame(module, node, None, set(), f"{name}()")
+        return None
+
+    def _classes(self, module: ParsedModule) -> list[ast.ClassDef]:
+        return [n for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)]
+
+    def _method(self, module: ParsedModule, cls: ast.ClassDef, name: str) -> Frame | None:
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return Frame(module, node, cls, set(), f"{cls.name}.{name}()")
+        for base in cls.bases:  # a base class of the same file
+            parent = next((c for c in self._classes(module) if isinstance(base, ast.Name) and c.name == base.id), None)
+            if parent is not None and parent is not cls:
+                found = self._method(module, parent, name)
+                if found is not None:
+                    return found
+        return None
+
+    def _imported_module(self, module: ParsedModule, name: str) -> ParsedModule | None:
+        """The project module ``name`` refers to (``import sim``, ``import pkg.sim as sim``, ``from pkg import sim``)."""
+        for node in module.tree.body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        return self._module_of(module, alias.name, 0)
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        dotted = f"{node.module}.{alias.name}" if node.module else alias.name
+                        return self._module_of(module, dotted, node.level)
+        return None
+
+    def _kernel(self, expr: ast.expr, module: ParsedModule) -> KernelDef | None:
+        if isinstance(expr, ast.Name):
+            found = self._kernels(module).get(expr.id)
+            if found is not None:
+                return found
+            for node in module.tree.body:
+                if isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        if (alias.asname or alias.name) == expr.id:
+                            target = self._module_of(module, node.module or "", node.level)
+                            return self._kernels(target).get(alias.name) if target is not None else None
+            return None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            target = self._imported_module(module, expr.value.id)
+            return self._kernels(target).get(expr.attr) if target is not None else None
+        return None
+
+    def _kernels(self, module: ParsedModule) -> dict[str, KernelDef]:
+        if module.kernels is None:
+            src = SourceFile.parse(module.path, self.texts[module.path])
+            found = list(find_kernels(src))
+            fold_func_calls(found)
+            module.kernels = {k.name: k for k in found if k.kind == "kernel"}
+        return module.kernels
+
+    # -- files --------------------------------------------------------------------------------
+    def _module_of(self, importer: ParsedModule, name: str, level: int) -> ParsedModule | None:
+        files = module_files(importer.path, name, level, Sources(self.texts))
+        return self._module(files[0]) if files else None
+
+    def _module(self, path: str) -> ParsedModule | None:
+        if path not in self._modules:
+            try:
+                tree = ast.parse(self.texts[path])
+            except (SyntaxError, ValueError, KeyError):
+                self._modules[path] = None
+                return None
+            parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+            warp = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                    if a.name == "warp"}
+            self._modules[path] = ParsedModule(path, tree, parents, warp or {"wp"})
+        return self._modules[path]
+
+    def _enclosing(self, module: ParsedModule, node: ast.AST, kind: type) -> ast.AST | None:
+        current = module.parents.get(id(node))
+        while current is not None and not isinstance(current, kind):
+            if isinstance(current, (ast.FunctionDef, ast.ClassDef)) and kind is ast.ClassDef:
+                return None  # a function nested in a method: no `self` of a class
+            current = module.parents.get(id(current))
+        return current
+
