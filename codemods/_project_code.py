@@ -2,18 +2,26 @@
 functions, methods, classes and kernels a name or a call resolves to through the imports of the file it
 is written in.
 
+A call ``obj.method(...)`` runs the method of the class ``obj`` is an instance of: the class is read
+from how ``obj`` is bound where the call is written (``obj = Cls(...)`` in the function or at module
+level, ``self.obj = Cls(...)`` in the methods of the class, a parameter annotated ``obj: Cls``), ``Cls``
+resolved by imports (a class of the same file, ``from mod import Cls``, ``mod.Cls``; its base classes
+likewise). Only when no such binding is seen does the call fall back on the methods of that name of the
+file's own classes.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from codemods._resolve import Sources, module_files
 from warpfix.model.facts import KernelDef
 from warpfix.model.kernels import find_kernels, fold_func_calls
 from warpfix.model.source import SourceFile
+
+MAX_IMPORT_HOPS = 8  # re-exports followed from the importing file to the class's definition
 
 
 def nodes(stmts: list[ast.stmt]) -> Iterator[ast.AST]:
@@ -73,6 +81,9 @@ class ProjectCode:
                 own = self._method(module, frame.cls, name)
                 if own is not None:
                     return [own]
+        classes = self._receiver_classes(receiver, frame)
+        if classes is not None:
+            return [m for home, cls in classes if (m := self._method(home, cls, name)) is not None]
         return [m for cls in self._classes(module) if (m := self._method(module, cls, name)) is not None]
 
     def _function(self, module: ParsedModule, name: str) -> Frame | None:
@@ -100,12 +111,92 @@ class ProjectCode:
         for node in cls.body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 return Frame(module, node, cls, set(), f"{cls.name}.{name}()")
-        for base in cls.bases:  # a base class of the same file
-            parent = next((c for c in self._classes(module) if isinstance(base, ast.Name) and c.name == base.id), None)
-            if parent is not None and parent is not cls:
-                found = self._method(module, parent, name)
+        for base in cls.bases:  # a base class of the project, by imports
+            parent = self._class_of(module, base)
+            if parent is not None and parent[1] is not cls:
+                found = self._method(*parent, name)
                 if found is not None:
                     return found
+        return None
+
+    # -- the class of a receiver --------------------------------------------------------------
+    def _receiver_classes(self, receiver: ast.expr, frame: Frame) -> list[tuple[ParsedModule, ast.ClassDef]] | None:
+        """The project classes ``receiver`` may be an instance of, from how it is bound; None when not seen."""
+        module, fn = frame.module, frame.func
+        if isinstance(receiver, ast.Name):
+            params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs] if fn is not None else []
+            param = next((a for a in params if a.arg == receiver.id), None)
+            if param is not None:
+                found = self._class_of(module, param.annotation) if param.annotation is not None else None
+                return [found] if found is not None else None
+            for body in ([fn.body] if fn is not None else []) + [module.tree.body]:
+                values = self._bound_values(module, nodes(body), lambda n: isinstance(n, ast.Name)
+                                            and n.id == receiver.id)
+                if values:
+                    return self._constructed(module, values)
+            return None
+        if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name) and frame.cls is not None and (
+            fn is not None and fn.args.args and receiver.value.id == fn.args.args[0].arg
+        ):
+            values: list[ast.expr | None] = []
+            for method in frame.cls.body:
+                if isinstance(method, ast.FunctionDef) and method.args.args:
+                    me = method.args.args[0].arg
+                    values += self._bound_values(module, nodes(method.body), lambda n, me=me: isinstance(
+                        n, ast.Attribute) and n.attr == receiver.attr and isinstance(n.value, ast.Name)
+                        and n.value.id == me)
+            return self._constructed(module, values) if values else None
+        return None
+
+    def _bound_values(
+        self, module: ParsedModule, found: Iterator[ast.AST], target: Callable[[ast.AST], bool]
+    ) -> list[ast.expr | None]:
+        """The values the stores among ``found`` that ``target`` picks bind (None: a store that is no plain
+        ``x = value``: a loop variable, an unpacking, an augmented assignment)."""
+        values: list[ast.expr | None] = []
+        for node in found:
+            if isinstance(getattr(node, "ctx", None), ast.Store) and target(node):
+                parent = module.parents.get(id(node))
+                if isinstance(parent, ast.Assign) and parent.targets == [node]:
+                    values.append(parent.value)
+                elif isinstance(parent, ast.AnnAssign) and parent.target is node and parent.value is not None:
+                    values.append(parent.value)
+                else:
+                    values.append(None)
+        return values
+
+    def _constructed(
+        self, module: ParsedModule, values: list[ast.expr | None]
+    ) -> list[tuple[ParsedModule, ast.ClassDef]] | None:
+        """The classes ``values`` construct (``Cls(...)``), None unless every value constructs a project class."""
+        out: list[tuple[ParsedModule, ast.ClassDef]] = []
+        for value in values:
+            found = self._class_of(module, value.func) if isinstance(value, ast.Call) else None
+            if found is None:
+                return None
+            if all(found[1] is not c for _, c in out):
+                out.append(found)
+        return out
+
+    def _class_of(self, module: ParsedModule, expr: ast.expr, depth: int = 0) -> tuple[ParsedModule, ast.ClassDef] | None:
+        """The project class ``expr`` names in ``module``: defined there, or imported (``from m import Cls``,
+        ``m.Cls``, a module re-exporting it)."""
+        if depth > MAX_IMPORT_HOPS:
+            return None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            target = self._imported_module(module, expr.value.id)
+            return self._class_of(target, ast.Name(expr.attr), depth + 1) if target is not None else None
+        if not isinstance(expr, ast.Name):
+            return None
+        for node in module.tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == expr.id:
+                return module, node
+        for node in module.tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == expr.id:
+                        target = self._module_of(module, node.module or "", node.level)
+                        return self._class_of(target, ast.Name(alias.name), depth + 1) if target is not None else None
         return None
 
     def _imported_module(self, module: ParsedModule, name: str) -> ParsedModule | None:
