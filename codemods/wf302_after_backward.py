@@ -26,6 +26,12 @@ Strategies, in this order (the report names a non-default one):
 * (WF303) when no backward follows in the block (a trainer's ``backward()`` runs it later), **write
   into a copy**: ``X = wp.clone(X)`` just before the write, where ``X`` is a pure output of the write
   and the file uses ``X`` only as launch/copy arguments, assignments and ``.numpy()``/``.grad`` reads.
+* (WF302) when no backward follows the tape block because another method of the class runs it
+  (``forward()`` records, ``backward()`` runs ``self.tape.backward``), **move it to the callers**: just
+  after each ``backward()`` call that follows a call of ``forward()`` in the same block, ``self`` written as
+  the instance called on; only when every use of ``forward()`` is such a call and the statements crossed
+  (the rest of ``forward()``, the rest of ``backward()``, the caller's statements between) only read
+  (``codemods/_backward_method.py``).
 
 Skipped with a reason when the backward is not a statement of the same block (after the
 ``with``) and no copy applies, or when moving would change what some statement in between reads (the
@@ -38,11 +44,12 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods._base import FindingCommand, NotApplicable, call_name, dotted, launch_writes, method_call
+from codemods._backward_method import NO_BACKWARD, BackwardMethod, as_called_on
+from codemods._base import NotApplicable, call_name, dotted, launch_writes, method_call
 from warpfix.model.grad_reads import cst_reads_grad
 
 
-class MoveAcrossBackward(FindingCommand):
+class MoveAcrossBackward(BackwardMethod):
     DESCRIPTION = "WF302/WF303/WF304: move work after tape.backward(...) (or a .grad read before tape.zero())."
     RULES = ("WF302", "WF303", "WF304")
     DATA = {"tape": "the tape expression (`tape`, `self.tape`)",
@@ -107,7 +114,47 @@ class MoveAcrossBackward(FindingCommand):
         if self.data["written"]:
             self._write_into_copy(stmt, str(self.data["written"]))
             return
+        tape = str(self.data["tape"] or "")
+        if isinstance(outer, cst.With) and stmt is not block[0] and tape and self._records(outer, tape):
+            self._move_to_callers(stmt, outer, tape)
+            return
         raise self.not_applicable("no `tape.backward(...)` statement follows in the same block")
+
+    def _move_to_callers(self, stmt: cst.BaseStatement, block: cst.With, tape: str) -> None:
+        """The backward is another method's (``backward()``), called after the tape block's method by the
+        same loop: the statement goes just after each such call (:mod:`codemods._backward_method`)."""
+        found = self._backward_elsewhere(stmt, block, tape)
+        method = self.enclosing(block, cst.FunctionDef)
+        assert method is not None
+        name = method.name.value
+        bound, read = _bound_names(stmt), _read_names(stmt)
+        params = {p.name.value for p in [*method.params.posonly_params, *method.params.params,
+                                         *method.params.kwonly_params]}
+        local = params | set().union(*(_bound_names(s) for s in method.body.body))
+        plain = {n for n in bound | read if "." not in n and n != "self"}
+        if plain & local:
+            raise self.not_applicable(f"{NO_BACKWARD}, and the statement uses {', '.join(sorted(plain & local))}, local to {name}()")
+        for site in found.sites:
+            caller = self.enclosing(site.anchor, cst.FunctionDef)
+            shadowed = plain & set().union(*(_bound_names(s) for s in (caller.body.body if caller else ())))
+            if shadowed:
+                raise self.not_applicable(f"{NO_BACKWARD}, and {', '.join(sorted(shadowed))} is bound in {caller.name.value}(), which "
+                                          f"calls {name}() at line {self.pos(site.anchor).start.line}")
+        for other in [*found.crossed, *(s for site in found.sites for s in site.between)]:
+            where = f"line {self.pos(other).start.line}"
+            if _effects(other) or not self._only_reads(other):
+                raise self.not_applicable(f"{NO_BACKWARD}, and {where} runs code between the statement and the backward of "
+                                          f"{found.backward.name.value}() that the move would put before it")
+            if bound & _read_names(other):
+                raise self.not_applicable(f"{NO_BACKWARD}, and {where} reads {', '.join(sorted(bound & _read_names(other)))}")
+            if _bound_names(other) & read:
+                raise self.not_applicable(f"{NO_BACKWARD}, and {where} rebinds {', '.join(sorted(_bound_names(other) & read))}")
+        self.remove(stmt)
+        for site in found.sites:
+            self.insert_after(site.anchor, [as_called_on(stmt, site.receiver)])
+        lines = ", ".join(str(self.pos(site.anchor).start.line) for site in found.sites)
+        self.summary(f"moved to the callers: after {found.backward.name.value}() (line(s) {lines}), which runs "
+                     f"{tape}.backward(...) after each call of {name}()")
 
     def _loop_around(self, stmt: cst.BaseStatement) -> cst.For | None:
         """The ``for`` loop whose body ``stmt`` is a direct statement of (an update over the parameters,
