@@ -21,7 +21,7 @@ def _allocated(alias: Event, events: Sequence[Event]) -> bool:
     call per slot builds n distinct objects with the same values: each array the list's slot holds is a new
     one (a warp allocation, a project constructor's) or a member of the call's result that the program
     first touches later (``state.particle_q`` of ``model.state()``), and the model saw the call write
-    nothing else."""
+    nothing else at this evaluation."""
     node = alias.node
     if not (isinstance(node, ast.BinOp) and isinstance(node.left, (ast.List, ast.Tuple)) and node.left.elts):
         return False
@@ -30,7 +30,10 @@ def _allocated(alias: Event, events: Sequence[Event]) -> bool:
         return False
     first, last = element.lineno, element.end_lineno or element.lineno
     own = {b.id for b in alias.reads}
+    # only this evaluation of the list: a helper that builds it and is called again (another call site,
+    # another loop pass) evaluates the same call at other frames, allocating other buffers
     if any(ev is not alias and ev.span.path == alias.span.path and first <= ev.span.line <= last
+           and ev.call_stack == alias.call_stack and ev.loops == alias.loops
            and any(b.id not in own for b in (*ev.writes, *ev.accums)) for ev in events):
         return False  # the call writes something it did not allocate
     made = ast.unparse(element) + "."
