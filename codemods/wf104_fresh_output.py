@@ -68,7 +68,7 @@ class FreshOutput(FindingCommand):
         if swaps:
             self._plan_swap(swaps[0])
             return
-        if self._fresh_rotated_slots() or self._fresh_state():
+        if self._fresh_rotated_slots() or self._fresh_state() or self._fresh_bound_place():
             return
         call = self.on_line(cst.Call, lambda c: bool(launch_writes(c)[0]))
         wanted = self.data["arg"] or self.data["written"]
@@ -160,6 +160,105 @@ class FreshOutput(FindingCommand):
             return True
         return False
 
+    def _fresh_bound_place(self) -> bool:
+        """The finding's array is a local, or a member of one (``state_out.particle_qd``), that its function
+        bound from a place outliving the call (``x_next = self.x[(t + 1) % 2]``): a fresh local would not
+        reach the later readers of the place, so the place itself gets the fresh buffer just before that
+        binding: ``P = wp.empty_like(P)`` for an array, ``P = make()`` for an object the program built
+        with one constructor call ``make()`` (its list ``L = [make() for _ in ...]``, or ``P = make()``).
+        False when the finding's name is not such a local."""
+        root, _, member = str(self.data["arg"] or "").partition(".")
+        if not root.isidentifier():
+            return False
+        func: cst.FunctionDef | cst.Module = max(
+            (f for f in self.nodes(self.tree, cst.FunctionDef) if self._covers(f)),
+            key=lambda f: self.pos(f).start.line, default=self.tree)
+        binding = self._last_binding(func, root)
+        if binding is None:
+            return False
+        assign, place = binding
+        text = self.code(place)
+        stmt = self.statement_of(assign)
+        if any(self.nodes(place, cst.Call)):
+            raise self.not_applicable(f"`{root}` is bound from `{text}`, which calls a function")
+        start = self.pos(assign).start.line
+        if any(a is not assign and self.pos(a).start.line < start and text in self._bound_places(a)
+               for a in self._scope_assigns(func)):
+            raise self.not_applicable(f"`{text}` is bound to another name too before line {start}")
+        self.check_rebindable(place, stmt)
+        if member:
+            make = self._constructor_of(place, func)
+        else:
+            for call in self.nodes(func, cst.Call):
+                outputs, inputs = launch_writes(call)
+                if self.pos(call).start.line > start and any(self.code(o) == root for o in outputs) and any(
+                        self.code(i) == root for i in inputs):
+                    raise self.not_applicable(f"the launch at line {self.pos(call).start.line} also reads {root}")
+            make = self.expression(f"{self.warp_alias()}.empty_like({text})")
+        self.insert_before(stmt, [self.statement(f"{text} = {self.code(make)}\n")])
+        self.context.scratch["summary"] = (f"fresh place per step: `{root}` is bound from `{text}`, which gets "
+                                           f"a new `{self.code(make)}` before that binding")
+        return True
+
+    def _bound_places(self, assign: cst.Assign) -> list[str]:
+        """The value texts ``assign`` binds (the elements of a tuple value one by one)."""
+        value = assign.value
+        values = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        return [self.code(v) for v in values]
+
+    def _scope_assigns(self, scope: cst.CSTNode) -> list[cst.Assign]:
+        """The assignments of ``scope`` itself (a function, the module), not of the functions, classes and
+        lambdas nested in it."""
+        nested = [n for n in self.nodes(scope, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) if n is not scope]
+        inner = {id(a) for n in nested for a in self.nodes(n, cst.Assign)}
+        return [a for a in self.nodes(scope, cst.Assign) if id(a) not in inner]
+
+    def _last_binding(self, func: cst.CSTNode, name: str) -> tuple[cst.Assign, cst.BaseExpression] | None:
+        """The last ``name = P`` (or ``a, name = u, P``) in the scope ``func`` up to the finding's line, with
+        ``P`` a subscript or attribute; None when the last binding is anything else."""
+        found = None
+        for assign in self._scope_assigns(func):
+            if self.pos(assign).start.line > (self.line or 0) or len(assign.targets) != 1:
+                continue
+            target, value = assign.targets[0].target, assign.value
+            pairs = [(target, value)]
+            if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(
+                    value.elements):
+                pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+            for t, v in pairs:
+                if isinstance(t, cst.Name) and t.value == name and (
+                        found is None or self.pos(assign).start.line >= self.pos(found[0]).start.line):
+                    found = (assign, v)
+        if found is None or not isinstance(found[1], (cst.Subscript, cst.Attribute)):
+            return None
+        return found
+
+    def _constructor_of(self, place: cst.BaseExpression, func: cst.CSTNode) -> cst.Call:
+        """The one call that builds what ``place`` holds (``self.model.state()`` of ``self.states = [
+        self.model.state() for _ in range(2)]`` for ``self.states[i % 2]``), when it can run in ``func``:
+        built in ``func`` itself, or from ``self`` (in a method of the same class) and the module's own
+        names."""
+        subscript = isinstance(place, cst.Subscript)
+        text = self.code(place.value) if subscript else self.code(place)
+        built = [a for a in self.nodes(self.tree, cst.Assign)
+                 if len(a.targets) == 1 and self.code(a.targets[0].target) == text]
+        value = built[0].value if len(built) == 1 else None
+        if subscript and isinstance(value, cst.ListComp) and not any(
+                isinstance(n, cst.Name) and n.value in _comp_names(value) for n in self.nodes(value.elt, cst.Name)):
+            value = value.elt
+        if not isinstance(value, cst.Call) or (subscript and value is built[0].value) or not all(
+                isinstance(a.value, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString))
+                for a in value.args):
+            raise self.not_applicable(f"no one constructor call builds what `{self.code(place)}` holds")
+        home = self.enclosing(built[0], cst.FunctionDef) or self.tree
+        roots = {self.code(n) for n in self.nodes(value, cst.Name) if not isinstance(self.parent(n), cst.Attribute)
+                 or self.parent(n).value is n} - _module_names(self.tree)
+        same_class = roots <= {"self"} and (
+            "self" not in roots or self.enclosing(home, cst.ClassDef) is self.enclosing(func, cst.ClassDef) is not None)
+        if home is not func and not same_class:
+            raise self.not_applicable(f"`{self.code(value)}` builds `{text}` where its names are not those here")
+        return value
+
     def _built_by(self, text: str, loop: cst.CSTNode) -> cst.Call | None:
         """The one call the file assigns to ``text`` outside ``loop`` (``self.state_1 = self.model.state()``)
         when its arguments are literals or attribute chains; None when there is none or more than one."""
@@ -198,6 +297,21 @@ class FreshOutput(FindingCommand):
         self.check_rebindable(hit, stmt, through_return=True)
         text = self.code(hit)
         self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.empty_like({text})\n")])
+
+
+def _module_names(module: cst.Module) -> set[str]:
+    """The names the module's own top-level statements define or import."""
+    names: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            names.add(stmt.name.value)
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                names |= {(a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name)
+                           else cst.Module(body=()).code_for_node(a.name).split(".")[0]) for a in small.names}
+            elif isinstance(small, cst.Assign):
+                names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    return names
 
 
 def _comp_names(comp: cst.ListComp) -> set[str]:

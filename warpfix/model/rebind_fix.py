@@ -9,7 +9,8 @@ and statement the codemod rebinds, the same way (the node on the finding's line 
 argument, the callers a helper's parameter is handed back to) and says why the codemod refuses
 only where it certainly does: a strategy that rebinds nothing (WF105's snapshot of the readers or deletion of a dead reset,
 WF401's fold into the store before, WF104's fresh rotated slots) stays the codemod's call.
-WF104's launch form is mirrored too where the codemod finds no output to allocate afresh.
+WF104's launch form is mirrored too where the codemod finds no output to allocate afresh, and its fresh
+place for a local bound from a list slot or attribute (``x_next = self.x[(t + 1) % 2]``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from warpfix.finding import Finding
 from warpfix.model import Project
 from warpfix.model.capture import has_capture, rebinding_refusal
+from warpfix.model.local_binding import last_binding
 from warpfix.model.source import SourceFile
 
 __all__ = ["RebindRefusals"]
@@ -261,6 +263,11 @@ def _wf104(site: _Site) -> str | None:
     state = _swapped_state(site, str(data.get("arg") or ""))
     if state is not None:
         return site.rebind(*state, f"line {site.line}")  # a fresh state per step (the codemod's _fresh_state)
+    root = str(data.get("arg") or "").partition(".")[0]
+    bound = last_binding(site.src, site.line, root) if root.isidentifier() else None
+    if bound is not None and isinstance(bound[1], (ast.Subscript, ast.Attribute)):
+        # the place the local came from gets the fresh buffer (the codemod's _fresh_bound_place)
+        return site.captured(bound[1], bound[0], f"line {site.line}")
     call = site.on_line(ast.Call, lambda c: bool(_writes(c)[0]))
     if call is None:
         return site.refused("no two-buffer swap `a, b = b, a`")

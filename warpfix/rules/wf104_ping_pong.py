@@ -5,16 +5,33 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.facts import Event
 from warpfix.model.hazards import Hazard, alias_event, hazard_data, read_related
+from warpfix.model.local_binding import last_binding
 from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
+
+if TYPE_CHECKING:
+    from warpfix.finding import Span
+    from warpfix.model import Project
+    from warpfix.model.source import SourceFile
 
 
 def _launch_args(ev: Event) -> dict[str, str]:
     return {p: ast.unparse(node) for p, node in ev.arg_nodes.items()}
+
+
+def _rotating_binding(src: SourceFile, write: Span, name: str) -> Span | None:
+    """The statement that last bound the local ``name`` before ``write`` when it took a slot used in turn
+    (``x_next = self.x[(t + 1) % 2]``): where the ping-pong index is written. None otherwise."""
+    found = last_binding(src, write.line, name)
+    if found is None or not isinstance(found[1], ast.Subscript) or (found[0].end_lineno or 0) >= write.line:
+        return None
+    rotating = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(found[1].slice))
+    return src.span(found[0]) if rotating else None
 
 
 class PingPong(HazardRule):
@@ -133,13 +150,29 @@ tape.backward(loss)
                 "requires_grad=True)\nloss",
                 "requires_grad=True), wp.zeros(32, dtype=wp.vec2, requires_grad=True)]\nloss",
             )
-            + """        src, dst = states[step % 2], states[(step + 1) % 2]
-        wp.launch(spring_step, dim=32, inputs=[src, 2.0], outputs=[dst])  # expect: WF104
+            + """        src, dst = states[step % 2], states[(step + 1) % 2]  # expect: WF104
+        wp.launch(spring_step, dim=32, inputs=[src, 2.0], outputs=[dst])
 """
             + _SUFFIX.replace("inputs=[cur]", "inputs=[states[0]]"),
-            note="`states[i % 2]` double buffering",
+            expected_fix=_PREFIX.replace("cur = wp.ones(", "states = [wp.ones(")
+            .replace("nxt = wp.zeros(32, dtype=wp.vec2, requires_grad=True)\n", "")
+            .replace(
+                "requires_grad=True)\nloss",
+                "requires_grad=True), wp.zeros(32, dtype=wp.vec2, requires_grad=True)]\nloss",
+            )
+            + """        states[(step + 1) % 2] = wp.empty_like(states[(step + 1) % 2])
+        src, dst = states[step % 2], states[(step + 1) % 2]  # expect: WF104
+        wp.launch(spring_step, dim=32, inputs=[src, 2.0], outputs=[dst])
+"""
+            + _SUFFIX.replace("inputs=[cur]", "inputs=[states[0]]"),
+            note="`states[i % 2]` double buffering: reported where a name takes the slot used in turn; the "
+            "slot gets the fresh buffer, so the later readers of `states[...]` see what the step wrote",
         ),
     ]
+
+    def begin(self, project: Project) -> None:
+        super().begin(project)
+        self._files = project.files
 
     def report(self, hz: Hazard) -> Iterator[Finding]:
         ev = hz.write.event
@@ -158,6 +191,18 @@ tape.backward(loss)
                 f"this swap makes the buffers ping-pong on one tape: {wrote}; that adjoint will replay "
                 "against the new values. Allocate a fresh output per step",
                 data=hazard_data(hz, **({"written": written} if written else {})),
+                related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
+            )
+            return
+        src = self._files.get(ev.span.path)
+        root = name.split(".")[0]
+        bound = _rotating_binding(src, ev.span, root) if src is not None and root.isidentifier() else None
+        if bound is not None:  # the local took a slot used in turn: the ping-pong is written there
+            yield self.finding(
+                bound,
+                f"`{root}` takes a buffer used in turn, so {wrote}; that adjoint will replay against "
+                f"the new values. Allocate a fresh `{name}` for this step",
+                data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
                 related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
             )
             return
