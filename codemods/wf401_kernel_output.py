@@ -15,7 +15,9 @@ output is first initialised from the input (``x_out[i] = x[i]`` just before the 
 and every store of the ``if`` goes to ``x_out``.
 
 Finding data (all optional, inferred from the span when absent):
-``kernel`` -- the kernel's name; ``param`` -- the overwritten array parameter.
+``kernel`` -- the kernel's name; ``param`` -- the overwritten array parameter; ``alias`` -- WF106 at a
+launch passing one array as an input and as the output ``param``: only the launch is rewritten
+(:mod:`codemods._launch_alias`).
 The span must point at the overwriting statement in the kernel body. WF107 (an array field
 of a ``@wp.struct`` parameter, ``s.q[i] = f(s.q[i])``): the output ``q_out`` gets the field's
 type from the struct class (defined in the kernel's file), and each launch allocates
@@ -52,6 +54,7 @@ from codemods._base import (
     positional,
     target_names,
 )
+from codemods._launch_alias import fresh_launch_output
 from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from warpfix.finding import Finding
 
@@ -127,6 +130,7 @@ class KernelOutput(FindingCommand):
     DATA = {
         "kernel": "name of the kernel (default: the function around the line)",
         "param": "the overwritten array parameter (default: the store target at the line)",
+        "alias": "WF106 at a launch: the argument passed as both an input and the output `param`",
     }
     CROSS_FILE = True
     #: what the kernel pass tells the launch passes (in other files too), beyond kernel and parameter
@@ -138,7 +142,7 @@ class KernelOutput(FindingCommand):
     def paths_for(cls, finding: Finding, sources: dict[str, str]) -> list[str]:
         """The kernel's file, then every file that imports the kernel from it (see ``codemods._resolve``)."""
         kernel = finding.data.get("kernel") or _function_at(sources.get(finding.path, ""), finding.line)
-        if not kernel:
+        if not kernel or finding.data.get("alias"):
             return [finding.path]
         word = re.compile(rf"\b{re.escape(kernel)}\b")
         project = Sources(sources)
@@ -159,6 +163,11 @@ class KernelOutput(FindingCommand):
         return None
 
     def plan(self, tree: cst.Module) -> None:
+        if self.data.get("alias"):  # the kernel is right: its launch passes one array as input and output
+            if not self.in_target_file():
+                raise SkipFile("the launch alone is rewritten")
+            fresh_launch_output(self, str(self.data["alias"]), str(self.data["param"] or "out"))
+            return
         state = self.shared(self.context)
         self.extra = {}
         if self.in_target_file():

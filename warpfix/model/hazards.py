@@ -213,6 +213,16 @@ def rotates(hazard: Hazard) -> bool:
     return bool(written) and written[-1] != hazard.write.buffer.id and hazard.write.buffer.id in written
 
 
+def launch_aliases(ev: Event, param: str) -> list[str]:
+    """The other parameters of the launch ``ev`` bound to the array it passes as ``param``, that its kernel
+    reads (``inputs=[w], outputs=[w]``: one array read and overwritten by one launch, WF106)."""
+    buf, kernel = ev.binding.get(param), ev.kernel
+    if buf is None or kernel is None:
+        return []
+    return [p for p, b in ev.binding.items()
+            if p != param and b.id == buf.id and p in kernel.params and kernel.params[p].read]
+
+
 def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
@@ -234,6 +244,10 @@ def classify(hazard: Hazard) -> str:
         return "WF106"
     if hazard.read.name != hazard.write.name and alias_event(hazard, ("rebind",)) is not None:
         return "WF103"  # read and overwritten under two names that a rebinding made one array
+    if ev.kernel is not None and param is not None and not ev.detail.get("library") and launch_aliases(ev, param):
+        # the program's own launch reads the array it overwrites: a read-modify-write through two arguments
+        # (a library step handed one state as input and output stays the states' ping-pong)
+        return "WF106"
     return "WF104"
 
 

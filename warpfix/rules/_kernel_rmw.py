@@ -1,5 +1,6 @@
 """The shared base of WF106 kernel-rmw and WF107 struct-held-overwrite: a taped kernel reading and
-overwriting its own argument, reported at the kernel's store."""
+overwriting its own argument, reported at the kernel's store (WF106 also at a launch passing one array
+as an input the kernel reads and as an output it overwrites: :mod:`warpfix.rules._launch_alias`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from warpfix.model.hazards import Hazard, HazardStream, read_related
 from warpfix.model.kernel_flow import integer_array_text, integer_rmw_reaches_gradient
 from warpfix.model.reach import tape_reach
 from warpfix.model.value_reads import rmw_params, value_sensitive_params
+from warpfix.rules._launch_alias import aliased_findings
 from warpfix.rules.base import Rule
 
 if TYPE_CHECKING:
@@ -67,6 +69,8 @@ class KernelRmwRule(Rule):
                 ):
                     continue  # an integer counter whose values reach no gradient
                 yield self._report(kd, param, spans[0], launches, hazards)
+        if not self.struct_fields:
+            yield from aliased_findings(self, project, self.owned_hazards())
 
     def _report(
         self, kd: KernelDef, param: str, span: Span, launches: list[Span], hazards: list[Hazard]

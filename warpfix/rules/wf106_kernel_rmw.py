@@ -24,7 +24,10 @@ class KernelRmw(KernelRmwRule):
             "(`x[i] = x[i] + dt * v[i]`) keeps correct gradients and is not reported, nor is an integer array "
             "(a counter) whose loaded values reach no index of a non-integer array, no float store and no branch or "
             "loop over float work, nor a kernel compiled with `enable_backward=False` (no adjoint replays it) unless "
-            "it overwrites what an earlier recorded op read."
+            "it overwrites what an earlier recorded op read. The same shape through a launch is reported at the "
+            "launch: one array passed as an input the kernel reads and as the output it overwrites "
+            "(`inputs=[w], outputs=[w]`); its fix passes a fresh output (`w_out = wp.empty_like(w)`) and "
+            "rebinds `w = w_out` after the launch."
         ),
         why=(
             "The backward pass re-runs the kernel body on the array's current contents, which the forward pass "
