@@ -3,6 +3,7 @@ by someone who had not seen warpfix's rules, tests or golden cases (only the bug
 
     python bench/blind.py                          # check + plain apply on every variant
     python bench/blind.py --programs spring_chain  # one program
+    python bench/blind.py --variants pingpong,alias  # variants whose file name holds one of these words
     python bench/blind.py --apply-check            # also `apply --check -- python <variant>` where check hits
     python bench/blind.py --warpfix-tree /tmp/base # another checkout's warpfix (PYTHONPATH), side by side
 
@@ -127,12 +128,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--programs", default="", help="comma-separated program names (default: all)")
+    parser.add_argument("--variants", default="",
+                        help="comma-separated words; only variants whose file name contains one (default: all)")
     parser.add_argument("--apply-check", action="store_true", help="also run apply --check where check hits")
     parser.add_argument("--warpfix-tree", type=Path, default=None, help="score another checkout's warpfix")
     parser.add_argument("--json", type=Path, default=None, help="write every row here")
     args = parser.parse_args()
     manifest = json.loads((args.corpus / "manifest.json").read_text(encoding="utf-8"))
     wanted = {p for p in args.programs.split(",") if p}
+    words = [w for w in args.variants.split(",") if w]
     with tempfile.TemporaryDirectory(prefix="warpfix-blind-") as tmp:
         runner = Runner(args.warpfix_tree, Path(tmp))
         oks = {}
@@ -146,7 +150,7 @@ def main() -> int:
                 print(f"ok {e['program']}: {len(found)} finding(s), {len(errors)} error(s)", flush=True)
         rows = []
         for e in manifest:
-            if e["class"] == 0 or e["program"] not in oks:
+            if e["class"] == 0 or e["program"] not in oks or (words and not any(w in e["file"] for w in words)):
                 continue
             rows.append(score(runner, args.corpus, e, oks[e["program"]], args.apply_check))
             print(json.dumps(rows[-1]), flush=True)
