@@ -50,10 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--show-settings", action="store_true", help="print the settings of the first path and exit")
     g.add_argument("--show-files", action="store_true", help="print the files that would be checked and exit")
     g.add_argument("-w", "--watch", action="store_true", help="check again whenever a checked file changes")
-    # default 1: forked workers cost more CPU than the passes they share, and more wall time on warp's
-    # sources (measured: 33 s CPU / 86 s wall with two workers, 24 s / 62 s in one process)
+    # default 1: on 2 cores two workers read a cold newton or warp tree in 10-15% less wall time for
+    # 9-13% more CPU (bench/check_speed.py, after the file summaries), and a warm check forks nothing
     g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="run the project-level rule passes in N processes (default 1: no workers; 0: one per core)")
+                   help="read uncached files and run the project-level rule passes in N processes (default 1: no workers; 0: one per core)")
     add_debug_arg(p)
     p.set_defaults(run=run)
 
