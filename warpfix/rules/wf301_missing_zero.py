@@ -13,6 +13,7 @@ from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.grad_walk import GradState, walk_grads
+from warpfix.model.stale_adjoints import stale_adjoints
 from warpfix.model.tapeflow import DIFFERENTIABLE, RESET_KINDS, line_ref, outputs, tape_of, true_reads
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -34,6 +35,24 @@ def _leaves(events: list[Event], tape: int | None, start: int, stop: int) -> dic
     return {k: v for k, v in read.items() if k not in written}
 
 
+# An intermediate the tape only accumulates into (``pooled``), allocated once, read by the loss launch.
+_POOLED = KERNELS + """
+
+@wp.kernel
+def pool(y: wp.array(dtype=float), pooled: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(pooled, 0, y[i])
+
+
+@wp.kernel
+def square(pooled: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    loss[0] = pooled[0] * pooled[0]
+
+
+pooled = wp.zeros(1, dtype=float, requires_grad=True)
+"""
+
+
 class MissingZero(Rule):
     id = "WF301"
     name = "missing-zero"
@@ -47,7 +66,10 @@ class MissingZero(Rule):
             "printed), with no `tape.zero()`, `tape.reset()` or `param.grad.zero_()` in between; and a "
             "tape re-entered every iteration without `reset()` whose new recording uses the arrays of the "
             "launches its earlier backward already replayed (the backward in a method is followed through "
-            "its callers' loops)."
+            "its callers' loops); and an intermediate allocated once that the tape only accumulates into "
+            "(`wp.atomic_add`) and a recorded launch reads, whose `.grad` the previous backward left "
+            "non-zero (no adjoint store clears it) when only the parameters' gradients are zeroed "
+            "(diagnostic: the message says what to zero)."
         ),
         why=(
             "`tape.backward()` adds into `.grad`. Without zeroing, iteration k's gradient is the sum of the "
@@ -116,6 +138,23 @@ for it in range(20):
 """,
             note="a fresh parameter array (and so a fresh .grad) every iteration",
         ),
+        Example(
+            _POOLED
+            + """
+for it in range(20):
+    pooled.zero_()
+    w.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(pool, dim=32, inputs=[y], outputs=[pooled])
+        wp.launch(square, dim=1, inputs=[pooled], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+    tape.zero()
+""",
+            note="the intermediate's adjoint is cleared with the tape's gradients after the update",
+        ),
     ]
     INVALID = [
         Example(
@@ -170,10 +209,28 @@ for it in range(20):
     tape.reset()
 """,
         ),
+        Example(
+            _POOLED
+            + """
+for it in range(20):
+    pooled.zero_()
+    w.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(pool, dim=32, inputs=[y], outputs=[pooled])
+        wp.launch(square, dim=1, inputs=[pooled], outputs=[loss])
+    tape.backward(loss)  # expect: WF301
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+""",
+            note="w.grad is zeroed, pooled.grad is not: the tape only accumulates into pooled, so no adjoint "
+            "store clears it, and the next backward hands the old adjoint on to y and w",
+        ),
     ]
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         events = trace.events
+        intermediates = {id(ev): (earlier, names) for ev, earlier, names in stale_adjoints(events)}
         for idx, ev, states, _pending in walk_grads(trace):
             if ev.kind != "backward" or ev.tape is None:
                 continue
@@ -202,6 +259,8 @@ for it in range(20):
                     continue
                 stale.append((buf, st))
             if not stale:
+                if id(ev) in intermediates:
+                    yield self._intermediate(ev, *intermediates[id(ev)])
                 continue
             first = stale[0][1]
             consumed = first.consumed
@@ -228,6 +287,25 @@ for it in range(20):
                     (consumed.span, "gradient consumed here"),
                 ),
             )
+
+    def _intermediate(self, ev: Event, earlier: Event, arrays: list[str]) -> Finding:
+        """The backward starts from adjoints the earlier one left in intermediates it only accumulates into."""
+        tape_name = str(ev.detail.get("tape_name") or "tape")
+        names = ", ".join(f"`{name}.grad`" for name in arrays)
+        one = len(arrays) == 1
+        when = ("the previous iteration's backward" if earlier.span == ev.span
+                else f"the backward at {line_ref(earlier.span, ev.span)}")
+        return self.finding(
+            ev.span,
+            f"`{tape_name}.backward` adds into {names}, which still {'holds' if one else 'hold'} the adjoint {when} "
+            f"left there: the tape only accumulates into {'it' if one else 'them'} (no store clears a gradient) and "
+            f"nothing zeroes {'it' if one else 'them'} in between, so the old adjoint flows on into what was "
+            f"accumulated; call "
+            f"`{tape_name}.zero()` after the gradient is consumed, or zero {names} before the backward",
+            fix_safety=FixSafety.NONE,
+            data={"tape": tape_name, "arrays": arrays, "intermediate": True},
+            related=((earlier.span, "earlier backward"),),
+        )
 
 
 def _grad_name(buf: Buffer, st: GradState) -> str:

@@ -1,0 +1,48 @@
+"""WF301 on an intermediate the tape only accumulates into: the adjoint the backward leaves in its
+``.grad`` (no store clears it) reaches the next backward unless something zeroes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpfix.engine import check_sources
+from warpfix.rules.wf301_missing_zero import _POOLED
+
+LOOP = """
+{setup}
+for it in range(20):
+    pooled.zero_()
+    w.grad.zero_()
+{zero_before}
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(pool, dim=32, inputs=[y], outputs=[pooled])
+        wp.launch(square, dim=1, inputs=[pooled], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+{zero_after}
+"""
+
+
+def _wf301(setup: str, zero_before: str, zero_after: str) -> list[str]:
+    code = _POOLED + LOOP.format(setup=setup, zero_before=zero_before, zero_after=zero_after)
+    return [f.message for f in check_sources({"main.py": code}, select=["WF301"]).findings]
+
+
+@pytest.mark.parametrize(
+    ("setup", "zero_before", "zero_after"),
+    [
+        ("", "    pooled.grad.zero_()\n    tape = wp.Tape()", ""),  # the intermediate's gradient zeroed by hand
+        ("tape = wp.Tape()", "", "    tape.reset()"),  # one tape, reset every iteration
+    ],
+    ids=["grad-zeroed", "tape-reset"],
+)
+def test_an_intermediate_gradient_cleared_each_iteration_is_no_finding(
+    setup: str, zero_before: str, zero_after: str
+) -> None:
+    assert _wf301(setup, zero_before, zero_after) == []
+
+
+def test_an_intermediate_gradient_left_over_names_the_array() -> None:
+    (message,) = _wf301("", "    tape = wp.Tape()", "")
+    assert "`pooled.grad`" in message and "only accumulates" in message

@@ -1,0 +1,74 @@
+"""Adjoints a backward leaves in intermediate arrays, and which later backward adds to them.
+
+Warp's adjoint of a store (``y[i] = v``) reads ``y.grad[i]`` and clears it, so an array a taped
+kernel overwrites ends every backward with a clean gradient. An array the tape only accumulates into
+(``wp.atomic_add``, ``+=``; zeroed or filled on the host, which records nothing) has no store to
+clear it: once a taped op reads it, the backward leaves its adjoint in ``.grad``. When the same array
+is recorded again (a new tape per iteration, the intermediate allocated once) and nothing zeroes that
+gradient (``tape.zero()`` / ``reset()`` of a tape that recorded it, ``x.grad.zero_()``), the next
+backward starts from the old adjoint and hands it on to whatever was accumulated into the array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from warpfix.model.facts import Buffer, Event, exclusive
+from warpfix.model.tapeflow import DIFFERENTIABLE, tape_of, true_reads
+
+
+@dataclass
+class _Recording:
+    """What one tape recorded since it was made or reset: arrays accumulated into, overwritten, read."""
+
+    accumulated: dict[int, tuple[Buffer, str]] = field(default_factory=dict)  # id -> (array, name at a write)
+    overwritten: set[int] = field(default_factory=set)
+    read: set[int] = field(default_factory=set)
+
+    def add(self, ev: Event) -> None:
+        for buf in ev.accums:
+            root = buf.root()
+            if root.requires_grad and root.grad_of is None:
+                self.accumulated.setdefault(root.id, (root, ev.name_of(buf)))
+        self.overwritten.update(b.root().id for b in ev.writes)
+        self.read.update(b.root().id for b in true_reads(ev))
+
+    def arrays(self) -> set[int]:
+        return set(self.accumulated) | self.overwritten | self.read
+
+    def left_adjoints(self) -> dict[int, tuple[Buffer, str]]:
+        """The intermediates whose adjoint the backward leaves in ``.grad``: accumulated into, read by a
+        recorded op, never overwritten by one."""
+        return {k: v for k, v in self.accumulated.items() if k in self.read and k not in self.overwritten}
+
+
+def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str]]]:
+    """``(backward, earlier backward, names)`` for each backward that starts from adjoints an earlier
+    backward left in intermediates it records again, none of them zeroed in between (each array named
+    as a recorded launch that accumulates into it passes it)."""
+    recordings: dict[int, _Recording] = {}
+    held: dict[int, Event] = {}  # array id -> the backward that left its adjoint
+    for ev in events:
+        tape = tape_of(ev)
+        if tape is not None and ev.kind in DIFFERENTIABLE:
+            recordings.setdefault(tape, _Recording()).add(ev)
+        if ev.kind == "backward" and ev.tape is not None and ev.tape in recordings:
+            left = recordings[ev.tape].left_adjoints()
+            stale = [k for k in left if k in held and held[k] is not ev and not exclusive(held[k], ev)]
+            if stale:
+                yield ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale))
+            for k in left:
+                held[k] = ev
+        elif ev.kind in ("tape_zero", "tape_reset") and ev.tape is not None:
+            cleared = recordings[ev.tape].arrays() if ev.tape in recordings else set()
+            for k in cleared:
+                held.pop(k, None)
+            if ev.kind == "tape_reset":
+                recordings.pop(ev.tape, None)
+        elif ev.kind == "capture_launch":  # a replayed graph the model does not follow: unknown
+            held.clear()
+        elif ev.kind == "grad_zero":
+            for buf in ev.writes:
+                if buf.grad_of is not None:
+                    held.pop(buf.grad_of.root().id, None)
