@@ -52,11 +52,14 @@ class BackwardChecks:
         if self.mode == "epilogue":
             self.check_accumulated(self.window_params, path, line, self.tape_arrays(tape))
             self.finish("window-end")
-        if self.previous_params:
+        first_of_next = bool(self.previous_params)
+        if first_of_next:
             # the first backward of window 1: the previous iteration's gradients must be gone
             self.check_accumulated(self.previous_params, path, line, self.tape_arrays(tape))
             self.previous_params = []
         taped_ops = [op for op in self.ops[self.tape_since.get(id(tape), 0):] if op.tape is tape]
+        if first_of_next and loss is not None:
+            self.check_left_adjoints(taped_ops, [loss, *(grads or {})], path, line)
         # a leaf: read on this tape and not written from its first read there on (host set-up before is fine)
         leaves: list[ArrayInfo] = []
         first_on_tape: dict[int, int] = {}  # info.order -> op index of this tape's first read of it
@@ -286,6 +289,39 @@ class BackwardChecks:
                 for arr, _, _ in self.array_args(list(launch[3]) + list(launch[4])):
                     out.add(id(arr))
         return out
+
+    def check_left_adjoints(self, taped_ops: list[Op], seeded: list[Any], path: str, line: int) -> None:
+        """WF903 on intermediates, at the first backward of the next iteration: an array this tape writes whose
+        ``.grad`` is already non-zero holds the adjoint an earlier iteration's backward left there (Warp clears a
+        gradient only at a store's adjoint, not at an accumulation's) and hands it on to what wrote the array.
+        Only for ``backward(loss)`` / ``grads=``: a backward seeded by hand sets such gradients on purpose."""
+        seen = {id(a) for a in seeded}
+        stale: list[tuple[ArrayInfo, float]] = []
+        with self.paused():
+            for op in taped_ops:
+                for info in op.writes:
+                    g = info.arr.grad
+                    if id(info.arr) in seen or g is None:
+                        continue
+                    seen.add(id(info.arr))
+                    vals = flat(g.numpy())
+                    if np.any(vals != 0.0):
+                        stale.append((info, float(np.max(np.abs(vals)))))
+        if not stale:
+            return
+        frame = self.user_frame()
+        for info, _ in stale:
+            self.resolve_name(info, frame)
+        stale.sort(key=lambda item: (item[0].name.startswith("array#"), -item[1]))
+        info, worst = stale[0]
+        others = f" (and {len(stale) - 1} other array(s) this tape writes)" if len(stale) > 1 else ""
+        msg = (
+            f"`{info.name}.grad`{others} is already non-zero (max |g| = {worst:.4g}) when the next iteration's "
+            "backward starts: an earlier backward left its adjoint there (the tape accumulates into the array, and "
+            "only a store's adjoint clears a gradient), and this backward hands it on (missing tape.zero())"
+        )
+        self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
+                         array=info.name, intermediates=[i.name for i, _ in stale])  # fmt: skip
 
     def check_accumulated(self, params: list[ArrayInfo], path: str, line: int, used: set[int]) -> None:
         """WF903: the next iteration's backward must start from zero gradients (of the parameters it uses).
