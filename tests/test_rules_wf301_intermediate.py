@@ -46,3 +46,26 @@ def test_an_intermediate_gradient_cleared_each_iteration_is_no_finding(
 def test_an_intermediate_gradient_left_over_names_the_array() -> None:
     (message,) = _wf301("", "    tape = wp.Tape()", "")
     assert "`pooled.grad`" in message and "only accumulates" in message
+
+
+def test_a_loss_a_launch_reads_after_accumulating_into_it_is_no_finding() -> None:
+    """The backward seeds the loss's gradient itself (fill with 1), whatever the previous one left there."""
+    code = _POOLED + """
+@wp.kernel
+def scaled(loss: wp.array(dtype=float), out: wp.array(dtype=float)):
+    out[0] = 0.5 * loss[0]
+
+
+report = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(20):
+    loss.zero_()
+    w.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        wp.launch(mse, dim=32, inputs=[y, target], outputs=[loss])
+        wp.launch(scaled, dim=1, inputs=[loss], outputs=[report])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+"""
+    assert [f.message for f in check_sources({"main.py": code}, select=["WF301"]).findings] == []

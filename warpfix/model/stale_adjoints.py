@@ -54,9 +54,13 @@ def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str
         if tape is not None and ev.kind in DIFFERENTIABLE:
             recordings.setdefault(tape, _Recording()).add(ev)
         if ev.kind == "backward" and ev.tape is not None and ev.tape in recordings:
-            left = recordings[ev.tape].left_adjoints()
+            # the loss's gradient is set by the backward itself (seeded with 1); one seeded by hand or by
+            # grads= sets gradients of written arrays on purpose, so it is not judged
+            seeded = {b.root().id for b in ev.reads}
+            left = {k: v for k, v in recordings[ev.tape].left_adjoints().items() if k not in seeded}
+            judged = bool(ev.reads) and not ev.detail.get("grads")
             stale = [k for k in left if k in held and held[k] is not ev and not exclusive(held[k], ev)]
-            if stale:
+            if stale and judged:
                 yield ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale))
             for k in left:
                 held[k] = ev
