@@ -58,8 +58,8 @@ class BackwardChecks:
             self.check_accumulated(self.previous_params, path, line, self.tape_arrays(tape))
             self.previous_params = []
         taped_ops = [op for op in self.ops[self.tape_since.get(id(tape), 0):] if op.tape is tape]
-        if first_of_next and loss is not None:
-            self.check_left_adjoints(taped_ops, [loss, *(grads or {})], path, line)
+        if first_of_next and loss is not None and not grads:
+            self.check_left_adjoints(taped_ops, [loss], path, line)
         # a leaf: read on this tape and not written from its first read there on (host set-up before is fine)
         leaves: list[ArrayInfo] = []
         first_on_tape: dict[int, int] = {}  # info.order -> op index of this tape's first read of it
@@ -294,7 +294,7 @@ class BackwardChecks:
         """WF903 on intermediates, at the first backward of the next iteration: an array this tape writes whose
         ``.grad`` is already non-zero holds the adjoint an earlier iteration's backward left there (Warp clears a
         gradient only at a store's adjoint, not at an accumulation's) and hands it on to what wrote the array.
-        Only for ``backward(loss)`` / ``grads=``: a backward seeded by hand sets such gradients on purpose."""
+        Only for ``backward(loss)``: one seeded by ``grads=`` or by hand sets such gradients on purpose."""
         seen = {id(a) for a in seeded}
         stale: list[tuple[ArrayInfo, float]] = []
         with self.paused():
