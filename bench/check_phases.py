@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from warpfix import cli, engine, model
+from warpfix import cli, engine, model, reading, result_cache
 
 _PHASES: dict[str, list[float]] = {}  # name -> [calls, cpu seconds, rss after the last call (MB)]
 
@@ -44,12 +44,14 @@ def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _instrument() -> None:
-    for attr, name in (("discover", "discovery"), ("read_source", "read"), ("_cache_key", "cache key"),
-                       ("_parse_all", "parse"), ("_follow_imports", "follow imports"),
+    for attr, name in (("discover", "discovery"), ("read_source", "read"),
+                       ("read_project", "parse and summarise, in all"), ("follow_project_imports", "follow imports"),
                        ("build_checked", "kernel facts (build_project)"),
                        ("_check_streamed", "traces and rules, in all"), ("_run_stage", "rule stages"),
                        ("mark_taped", "mark taped"), ("filter_findings", "suppressions")):
         setattr(engine, attr, _timed(name, getattr(engine, attr)))
+    result_cache.key = _timed("cache key", result_cache.key)
+    reading.parse_all = _timed("parse", reading.parse_all)
     model._run_root = _timed("host traces (one root each)", model._run_root)  # type: ignore[attr-defined]
 
 

@@ -61,30 +61,17 @@ def kernel_overwrites(kd: KernelDef) -> bool:
 
 
 def project_overwrites(project: Project) -> bool:
-    """Whether ``wp.config.enable_vector_component_overwrites = True`` or a module option turns
-    on the copy-on-write lowering somewhere in the project."""
+    """Whether ``wp.config.enable_vector_component_overwrites = True`` turns on the copy-on-write
+    lowering for the whole program (a module's own ``set_module_options`` is its kernels' option:
+    :func:`kernel_overwrites`)."""
     for src in project.files.values():
         if "enable_vector_component_overwrites" not in src.text:
             continue  # no syntax tree is read for nothing
         for node in src.nodes_of(ast.Assign):
-            if (
-                isinstance(node.value, ast.Constant)
-                and node.value.value is True
+            if isinstance(node.value, ast.Constant) and node.value.value is True and any(
+                src.warp_name(t) == "config.enable_vector_component_overwrites" for t in node.targets
             ):
-                if any(src.warp_name(t) == "config.enable_vector_component_overwrites" for t in node.targets):
-                    return True
-            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Dict):
-                if not src.is_warp(node.func, "set_module_options"):
-                    continue
-                opts = node.args[0]
-                for k, v in zip(opts.keys, opts.values, strict=False):
-                    if (
-                        isinstance(k, ast.Constant)
-                        and k.value == "enable_vector_component_overwrites"
-                        and isinstance(v, ast.Constant)
-                        and v.value is True
-                    ):
-                        return True
+                return True
     return False
 
 

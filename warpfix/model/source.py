@@ -97,6 +97,20 @@ def _definitions(tree: ast.Module) -> dict[tuple[int, int], ast.AST]:
     return out
 
 
+def _innermost_statement(block: list[ast.stmt], line: int) -> ast.stmt | None:
+    """The innermost statement of ``block`` (or of the statement lists nested in it) whose lines hold ``line``."""
+    for stmt in block:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            for name in _BODIES:
+                for inner in getattr(stmt, name, None) or ():
+                    nested = inner.body if isinstance(inner, (ast.excepthandler, ast.match_case)) else [inner]
+                    found = _innermost_statement(nested, line)  # type: ignore[arg-type]
+                    if found is not None:
+                        return found
+            return stmt
+    return None
+
+
 def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
     """:func:`_walk`'s nodes alone."""
     nodes: list[ast.AST] = [tree]
@@ -255,6 +269,25 @@ class SourceFile:
         if self._top is None:
             self._top = {id(s) for s in self.tree.body}
         return id(stmt) in self._top
+
+    def statement_parents(self, node: ast.AST) -> dict[int, ast.AST]:
+        """The parent map of the innermost statement holding ``node``: its expressions up to that
+        statement (which has no parent in it). For a question about one expression's surroundings in
+        its statement, without building the whole file's map; the whole map when the statement is not
+        found (a node of no statement list)."""
+        line = getattr(node, "lineno", None)
+        stmt = _innermost_statement(self.tree.body, line) if line is not None else None
+        if stmt is None:
+            return self.parents
+        parents: dict[int, ast.AST] = {}
+        todo: list[ast.AST] = [stmt]
+        while todo:
+            cur = todo.pop()
+            for child in ast.iter_child_nodes(cur):
+                if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    parents[id(child)] = cur
+                    todo.append(child)
+        return parents if id(node) in parents else self.parents
 
     def definition_at(self, line: int, column: int) -> ast.AST:
         """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""

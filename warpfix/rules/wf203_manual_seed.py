@@ -152,6 +152,11 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
             self._names[path] = _assignments(src) if src is not None else {}
         return self._names[path]
 
+    def _seed(self, project: Project, path: str, node: ast.expr | None) -> float | None:
+        """The seed's value; the file's assignments are read only when the seed names something."""
+        named = node is not None and any(isinstance(n, ast.Name) for n in ast.walk(node))
+        return _seed_value(node, self._file_names(project, path) if named else {})
+
     def _file_averaged(self, project: Project, path: str) -> set[str]:
         # the objective is averaged where the seed is made: a `mean` in another file says nothing about it
         if path not in self._averaged:
@@ -160,7 +165,6 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
         return self._averaged[path]
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
-        names = self._file_names(project, trace.path)
         events = trace.events
         for idx, ev in enumerate(events):
             if (
@@ -169,7 +173,7 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
                 and isinstance(ev.node, ast.Call)
             ):
                 owner = next((b.grad_of for b in ev.writes if b.grad_of is not None), None)
-                value = _seed_value(ev.node.args[0] if ev.node.args else None, names)
+                value = self._seed(project, trace.path, ev.node.args[0] if ev.node.args else None)
                 bwd = next(
                     (
                         e
@@ -193,7 +197,7 @@ tape.backward(grads={loss: wp.array([1.0], dtype=float)})
                     if owner is not None:
                         averaged = self._file_averaged(project, ev.span.path)
                         yield from self._judge(
-                            events, ev, owner, ast.unparse(key), _seed_value(val, names), ev.tape, averaged
+                            events, ev, owner, ast.unparse(key), self._seed(project, trace.path, val), ev.tape, averaged
                         )
 
     def _judge(
@@ -231,6 +235,8 @@ _MEANS = frozenset({"mean", "average", "nanmean"})
 def _averaged_names(src: SourceFile) -> set[str]:
     """Expressions the file averages: the names/attributes inside ``np.mean(...)``/``x.mean()`` calls."""
     out: set[str] = set()
+    if "mean" not in src.text and "average" not in src.text:  # no such call: the file's nodes are not walked
+        return out
     for node in src.nodes_of(ast.Call):
         func = node.func
         fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

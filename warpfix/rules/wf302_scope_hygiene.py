@@ -232,7 +232,7 @@ def _early_read_sites(project: Project, trace: Trace) -> dict[Span, _EarlyRead]:
         if ev.kind != "grad_read" or not ev.recorded:
             continue
         src = project.files.get(ev.span.path)
-        early = early_read(trace.events, idx, pending, src.parents) if src is not None else None
+        early = early_read(trace.events, idx, pending, src.statement_parents(ev.node)) if src is not None else None
         if early is None:
             continue
         grad, bwd = early

@@ -155,11 +155,12 @@ tape.backward(loss)
             src = project.files.get(ev.span.path)
             if src is None:
                 continue
-            if takes_reference(src.parents, ev.node):
+            parents = src.statement_parents(ev.node)
+            if takes_reference(parents, ev.node):
                 continue
             owner = grad.grad_of.root()
             name = ev.name_of(grad)
-            early = early_read(events, idx, pending, src.parents)
+            early = early_read(events, idx, pending, parents)
             if early is not None:
                 bwd = early[1]
                 if any(scope.tape == bwd.tape for scope in ev.tapes):
@@ -178,7 +179,7 @@ tape.backward(loss)
                     continue
                 if st.replays:  # a graph launched since the zero may have replayed a backward
                     continue
-                if _asserts_zero(src.parents, ev.node):
+                if _asserts_zero(parents, ev.node):
                     continue
                 zero = st.zeroed
                 where = anchor(ev, zero)

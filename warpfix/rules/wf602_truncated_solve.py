@@ -45,6 +45,13 @@ def _int_assignments(src: SourceFile) -> dict[str, set[int | None]]:
     return out
 
 
+def _over_range(loop: Loop) -> bool:
+    """``for _ in range(N)``, one argument: the loops :func:`_trip_count` may count."""
+    node = loop.node
+    return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
+            and node.iter.func.id == "range" and len(node.iter.args) == 1)
+
+
 def _trip_count(loop: Loop, ints: dict[str, set[int | None]]) -> tuple[int, str] | None:
     """The constant trip count of ``for _ in range(N)`` and the text of N, when N is a literal or a
     name/attribute assigned one integer literal in the file."""
@@ -181,15 +188,18 @@ tape.backward(loss)
             src = project.files.get(loop.span.path)
             if src is None:
                 continue
-            if src.path not in self._ints:
-                self._ints[src.path] = _int_assignments(src)
-            count = _trip_count(loop, self._ints[src.path])
-            if count is None or not 2 <= count[0] <= MAX_TRUNCATED:
+            if not _over_range(loop):
                 continue
             for w0, w1 in iterations(trace, loop.id):
                 hit = _self_feeding(trace.events, w0, w1)
                 if hit is None:
                     continue
+                # the file's integer assignments, read only for a loop that feeds a launch its own output
+                if src.path not in self._ints:
+                    self._ints[src.path] = _int_assignments(src)
+                count = _trip_count(loop, self._ints[src.path])
+                if count is None or not 2 <= count[0] <= MAX_TRUNCATED:
+                    break
                 launch, solution = hit
                 kernel = launch.kernel.name if launch.kernel else "?"
                 if not _solver_hint(kernel, count[1], loop.var):
