@@ -30,11 +30,13 @@ class GradState:
 
 
 @dataclass
-class _Recording:
-    """What one tape has recorded since it was created or reset."""
+class Recording:
+    """What one tape has recorded since it was created or reset (or since its last backward): the arrays
+    with a gradient its ops read, those they overwrite, and those they only accumulate into."""
 
     read: dict[int, Buffer] = field(default_factory=dict)
     written: set[int] = field(default_factory=set)
+    accumulated: dict[int, tuple[Buffer, str]] = field(default_factory=dict)  # id -> (array, name at a write)
 
     def add(self, ev: Event) -> None:
         for buf in true_reads(ev):
@@ -42,23 +44,36 @@ class _Recording:
             if root.requires_grad and root.grad_of is None:
                 self.read.setdefault(root.id, root)
         self.written.update(b.root().id for b in ev.writes)
+        for buf in ev.accums:
+            root = buf.root()
+            if root.requires_grad and root.grad_of is None:
+                self.accumulated.setdefault(root.id, (root, ev.name_of(buf)))
 
     def leaves(self) -> set[int]:
         return {k for k in self.read if k not in self.written}
 
+    def arrays(self) -> set[int]:
+        """Every array with a gradient the recording touches (what ``tape.zero()`` clears)."""
+        return set(self.read) | self.written | set(self.accumulated)
 
-def walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, GradState], dict[int, _Recording]]]:
+    def left_adjoints(self) -> dict[int, tuple[Buffer, str]]:
+        """The intermediates whose adjoint the backward leaves in ``.grad``: accumulated into, read by a
+        recorded op, never overwritten by one (:mod:`warpfix.model.stale_adjoints`)."""
+        return {k: v for k, v in self.accumulated.items() if k in self.read and k not in self.written}
+
+
+def walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, GradState], dict[int, Recording]]]:
     """Walk the trace keeping, per parameter, the state of its ``.grad``; yields before each event
     ``(index, event, states, recordings)`` where ``recordings[tape].leaves()`` are the parameters that
     tape's next backward will accumulate into (empty right after a backward)."""
     states: dict[int, GradState] = {}
-    recordings: dict[int, _Recording] = {}
-    pending: dict[int, _Recording] = {}  # recorded since the tape's last backward
+    recordings: dict[int, Recording] = {}
+    pending: dict[int, Recording] = {}  # recorded since the tape's last backward
     for idx, ev in enumerate(trace.events):
         tape = tape_of(ev)
         if tape is not None and ev.kind in DIFFERENTIABLE:
-            recordings.setdefault(tape, _Recording()).add(ev)
-            pending.setdefault(tape, _Recording()).add(ev)
+            recordings.setdefault(tape, Recording()).add(ev)
+            pending.setdefault(tape, Recording()).add(ev)
         yield idx, ev, states, pending
         if ev.kind == "backward" and ev.tape is not None:
             for pid in recordings[ev.tape].leaves() if ev.tape in recordings else ():
@@ -116,7 +131,7 @@ def _covers(conditions: list[tuple[tuple[int, int], ...]]) -> bool:
 
 
 def early_read(
-    events: list[Event], idx: int, pending: dict[int, _Recording], parents: dict[int, ast.AST]
+    events: list[Event], idx: int, pending: dict[int, Recording], parents: dict[int, ast.AST]
 ) -> tuple[Buffer, Event] | None:
     """For the ``grad_read`` event at ``idx``: ``(x.grad, backward)`` when it reads the values of a
     gradient before the backward that produces it (the next backward of a tape that has recorded a

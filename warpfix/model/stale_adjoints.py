@@ -12,47 +12,22 @@ backward starts from the old adjoint and hands it on to whatever was accumulated
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-from warpfix.model.facts import Buffer, Event, exclusive
-from warpfix.model.tapeflow import DIFFERENTIABLE, tape_of, true_reads
-
-
-@dataclass
-class _Recording:
-    """What one tape recorded since it was made or reset: arrays accumulated into, overwritten, read."""
-
-    accumulated: dict[int, tuple[Buffer, str]] = field(default_factory=dict)  # id -> (array, name at a write)
-    overwritten: set[int] = field(default_factory=set)
-    read: set[int] = field(default_factory=set)
-
-    def add(self, ev: Event) -> None:
-        for buf in ev.accums:
-            root = buf.root()
-            if root.requires_grad and root.grad_of is None:
-                self.accumulated.setdefault(root.id, (root, ev.name_of(buf)))
-        self.overwritten.update(b.root().id for b in ev.writes)
-        self.read.update(b.root().id for b in true_reads(ev))
-
-    def arrays(self) -> set[int]:
-        return set(self.accumulated) | self.overwritten | self.read
-
-    def left_adjoints(self) -> dict[int, tuple[Buffer, str]]:
-        """The intermediates whose adjoint the backward leaves in ``.grad``: accumulated into, read by a
-        recorded op, never overwritten by one."""
-        return {k: v for k, v in self.accumulated.items() if k in self.read and k not in self.overwritten}
+from warpfix.model.facts import Event, exclusive
+from warpfix.model.grad_walk import Recording
+from warpfix.model.tapeflow import DIFFERENTIABLE, tape_of
 
 
 def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str]]]:
     """``(backward, earlier backward, names)`` for each backward that starts from adjoints an earlier
     backward left in intermediates it records again, none of them zeroed in between (each array named
     as a recorded launch that accumulates into it passes it)."""
-    recordings: dict[int, _Recording] = {}
+    recordings: dict[int, Recording] = {}
     held: dict[int, Event] = {}  # array id -> the backward that left its adjoint
     for ev in events:
         tape = tape_of(ev)
         if tape is not None and ev.kind in DIFFERENTIABLE:
-            recordings.setdefault(tape, _Recording()).add(ev)
+            recordings.setdefault(tape, Recording()).add(ev)
         if ev.kind == "backward" and ev.tape is not None and ev.tape in recordings:
             # the loss's gradient is set by the backward itself (seeded with 1); one seeded by hand or by
             # grads= sets gradients of written arrays on purpose, so it is not judged
