@@ -290,23 +290,30 @@ class BackwardChecks:
                     out.add(id(arr))
         return out
 
+    def nonzero_grads(self, infos: list[ArrayInfo]) -> list[tuple[ArrayInfo, float]]:
+        """The arrays of ``infos`` whose ``.grad`` holds a non-zero value, each with its largest magnitude."""
+        out: list[tuple[ArrayInfo, float]] = []
+        with self.paused():
+            for info in infos:
+                g = info.arr.grad
+                vals = flat(g.numpy()) if g is not None else None
+                if vals is not None and np.any(vals != 0.0):
+                    out.append((info, float(np.max(np.abs(vals)))))
+        return out
+
     def check_left_adjoints(self, taped_ops: list[Op], seeded: list[Any], path: str, line: int) -> None:
         """WF903 on intermediates, at the first backward of the next iteration: an array this tape writes whose
         ``.grad`` is already non-zero holds the adjoint an earlier iteration's backward left there (Warp clears a
         gradient only at a store's adjoint, not at an accumulation's) and hands it on to what wrote the array.
         Only for ``backward(loss)``: one seeded by ``grads=`` or by hand sets such gradients on purpose."""
         seen = {id(a) for a in seeded}
-        stale: list[tuple[ArrayInfo, float]] = []
-        with self.paused():
-            for op in taped_ops:
-                for info in op.writes:
-                    g = info.arr.grad
-                    if id(info.arr) in seen or g is None:
-                        continue
+        written = []
+        for op in taped_ops:
+            for info in op.writes:
+                if id(info.arr) not in seen:
                     seen.add(id(info.arr))
-                    vals = flat(g.numpy())
-                    if np.any(vals != 0.0):
-                        stale.append((info, float(np.max(np.abs(vals)))))
+                    written.append(info)
+        stale = self.nonzero_grads(written)
         if not stale:
             return
         frame = self.user_frame()
@@ -330,15 +337,10 @@ class BackwardChecks:
         Only a gradient the program consumes counts: of a parameter it trains, or one it read (on the host,
         by a launch or a copy). A leaf's gradient is read by no adjoint (the tape never writes the leaf), so
         the summed gradient of an initial state the program neither trains nor reads changes nothing."""
-        stale: list[tuple[ArrayInfo, float]] = []
         with self.paused():
-            for info in params:
-                g = info.arr.grad
-                if id(info.arr) not in used or g is None or not (info.trained or id(g) in self.grad_reads):
-                    continue
-                vals = flat(g.numpy())
-                if np.any(vals != 0.0):
-                    stale.append((info, float(np.max(np.abs(vals)))))
+            consumed = [info for info in params if id(info.arr) in used and info.arr.grad is not None
+                        and (info.trained or id(info.arr.grad) in self.grad_reads)]
+        stale = self.nonzero_grads(consumed)
         if not stale:
             return
         # name the array the program trains (or at least names) first
