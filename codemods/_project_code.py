@@ -90,13 +90,8 @@ class ProjectCode:
         found = self._top_function(module, name)
         if found is not None:
             return found
-        for node in module.tree.body:
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        target = self._module_of(module, node.module or "", node.level)
-                        return self._top_function(target, alias.name) if target is not None else None
-        return None
+        imported = self._from_import(module, name)
+        return self._top_function(*imported) if imported is not None else None
 
     def _top_function(self, module: ParsedModule, name: str) -> Frame | None:
         for node in module.tree.body:
@@ -191,12 +186,18 @@ class ProjectCode:
         for node in module.tree.body:
             if isinstance(node, ast.ClassDef) and node.name == expr.id:
                 return module, node
+        imported = self._from_import(module, expr.id)
+        return self._class_of(imported[0], ast.Name(imported[1]), depth + 1) if imported is not None else None
+
+    def _from_import(self, module: ParsedModule, name: str) -> tuple[ParsedModule, str] | None:
+        """The project module and the name there that ``from m import x [as name]`` binds ``name`` to (the first
+        such import of the module body); None when no such import names it, or its module is not the project's."""
         for node in module.tree.body:
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
-                    if (alias.asname or alias.name) == expr.id:
+                    if (alias.asname or alias.name) == name:
                         target = self._module_of(module, node.module or "", node.level)
-                        return self._class_of(target, ast.Name(alias.name), depth + 1) if target is not None else None
+                        return (target, alias.name) if target is not None else None
         return None
 
     def _imported_module(self, module: ParsedModule, name: str) -> ParsedModule | None:
@@ -218,13 +219,8 @@ class ProjectCode:
             found = self._kernels(module).get(expr.id)
             if found is not None:
                 return found
-            for node in module.tree.body:
-                if isinstance(node, ast.ImportFrom):
-                    for alias in node.names:
-                        if (alias.asname or alias.name) == expr.id:
-                            target = self._module_of(module, node.module or "", node.level)
-                            return self._kernels(target).get(alias.name) if target is not None else None
-            return None
+            imported = self._from_import(module, expr.id)
+            return self._kernels(imported[0]).get(imported[1]) if imported is not None else None
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             target = self._imported_module(module, expr.value.id)
             return self._kernels(target).get(expr.attr) if target is not None else None
