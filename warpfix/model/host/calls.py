@@ -144,11 +144,11 @@ class Calls:
         for stmt in node.body:
             if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                 continue
-            note = _text(stmt.annotation)
-            if note.split("[")[0].rsplit(".", 1)[-1] == "KW_ONLY":
+            kind = _text(stmt.annotation).split("[")[0].rsplit(".", 1)[-1]  # ``InitVar[int]`` -> ``InitVar``
+            if kind == "KW_ONLY":
                 kw_only = True
                 continue
-            if note.split("[")[0].rsplit(".", 1)[-1] == "ClassVar":
+            if kind == "ClassVar":
                 continue
             default, init, field_kw = stmt.value, True, kw_only
             if isinstance(stmt.value, ast.Call) and _callee_name(stmt.value.func).rsplit(".", 1)[-1] == "field":
@@ -157,9 +157,8 @@ class Calls:
                 if isinstance(options.get("kw_only"), ast.Constant):
                     field_kw = bool(options["kw_only"].value)  # type: ignore[union-attr]
                 default = stmt.value  # ``field(...)``: its default or factory, read by field_default
-            initvar = note.split("[")[0].rsplit(".", 1)[-1] == "InitVar"
             # a field a base defined keeps its place, with this default
-            fields[stmt.target.id] = (src, default, init, field_kw, initvar)
+            fields[stmt.target.id] = (src, default, init, field_kw, kind == "InitVar")
         return fields
 
     def field_default(self, fsrc: SourceFile, default: ast.expr | None, name: str, e: ast.Call,
