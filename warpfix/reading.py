@@ -100,7 +100,7 @@ def follow_imports(
                     queue.append(parsed)
 
 
-# ---------------------------------------------------------------------------------- running rules
+# ------------------------------------------------------------------------------- a whole project
 def read_project(texts: dict[str, str], jobs: int, fingerprint: str | None
                  ) -> tuple[dict[str, SourceFile], list[InputError]]:
     """The files of ``texts`` and the project modules they import, parsed; a large project's
@@ -145,7 +145,7 @@ _SCAN: tuple[dict[str, str], FileCache | None] | None = None
 
 def scan_forked(texts: dict[str, str], jobs: int, cache: FileCache | None
                  ) -> tuple[dict[str, SourceFile], list[InputError]]:
-    """:func:`_parse_all` with :func:`parse_and_release`, the files the cache does not hold read in
+    """:func:`parse_all` with :func:`parse_and_release`, the files the cache does not hold read in
     ``jobs`` forked processes. A worker sends back each file's summary and kernel facts as the
     bytes it also writes to the cache (no tree crosses processes); the result is the same, in the
     same order, as one process's."""
