@@ -22,7 +22,6 @@ from warpfix.reading import (
     PARALLEL_MIN_FILES,
     ParseCache,
     can_fork,
-    parse_and_release,
     parse_file,
     read_project,
 )
@@ -33,8 +32,7 @@ from warpfix.runtime_rules import RUNTIME_IDS
 from warpfix.suppress import UNUSED_ID, filter_findings
 
 # re-exported: discovery lives in warpfix.discovery, file reading in warpfix.reading
-__all__ = ["PARALLEL_MIN_FILES", "InputError", "ParseCache", "discover", "parse_and_release", "parse_file",
-           "read_source"]
+__all__ = ["PARALLEL_MIN_FILES", "InputError", "ParseCache", "discover", "parse_file", "read_source"]
 
 MAX_NESTING = 200  # AST depth beyond which the model's recursive walks cannot go
 
