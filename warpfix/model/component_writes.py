@@ -4,6 +4,7 @@ hold composite values, and which components are assigned more than once."""
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 from warpfix.model.facts import KernelDef
@@ -60,12 +61,17 @@ def kernel_overwrites(kd: KernelDef) -> bool:
     return False
 
 
+# a line that assigns ``True`` to ``enable_vector_component_overwrites`` (the statement is then read)
+# (on that line, or after a parenthesis or backslash that continues it)
+_SETS_OVERWRITES = re.compile(r"enable_vector_component_overwrites\s*=(?!=)(?:[^\n]*\bTrue\b|[\s(\\]*True\b)")
+
+
 def project_overwrites(project: Project) -> bool:
     """Whether ``wp.config.enable_vector_component_overwrites = True`` turns on the copy-on-write
     lowering for the whole program (a module's own ``set_module_options`` is its kernels' option:
     :func:`kernel_overwrites`)."""
     for src in project.files.values():
-        if "enable_vector_component_overwrites" not in src.text:
+        if not _SETS_OVERWRITES.search(src.text):
             continue  # no syntax tree is read for nothing
         for node in src.nodes_of(ast.Assign):
             if isinstance(node.value, ast.Constant) and node.value.value is True and any(

@@ -46,7 +46,9 @@ def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
 
 
 class ImportOrder:
-    """The import graph of one project's files (built once; queries are memoised)."""
+    """The import graph of one project's files (built once; queries are memoised). Sets of files are
+    kept as bit masks over the files' numbers: a closure grows by one import at a time, and a mask
+    is extended and tested without copying a set of paths."""
 
     def __init__(self, files: dict[str, SourceFile]) -> None:
         by_name: dict[str, list[str]] = {}
@@ -56,6 +58,8 @@ class ImportOrder:
                 leaf = src.module_name.rpartition(".")[2]
                 if leaf != src.module_name:
                     by_name.setdefault(leaf, []).append(src.path)
+        self._paths = list(files)
+        self._bit = {path: 1 << i for i, path in enumerate(self._paths)}
         # path -> [(line, paths the import loads)], module-level imports in line order
         self.imports: dict[str, list[tuple[int, list[str]]]] = {}
         for src in files.values():
@@ -71,37 +75,42 @@ class ImportOrder:
         self._lines = {path: [ln for ln, _ in rows] for path, rows in self.imports.items()}
         # memoised per (path, number of the path's imports above the line): the answer changes only
         # at an import, and each one extends the closure of the imports above it
-        self._before: dict[tuple[str, int], frozenset[str]] = {}
-        self._after: dict[tuple[str, int], frozenset[str]] = {}
+        self._before: dict[tuple[str, int], int] = {}
+        self._after: dict[tuple[str, int], int] = {}
 
     def _above(self, path: str, line: int) -> int:
         """How many of the module-level imports of ``path`` sit above ``line``."""
         return bisect.bisect_left(self._lines.get(path, []), line)
 
+    def _paths_of(self, mask: int) -> frozenset[str]:
+        return frozenset(path for path in self._paths if mask & self._bit[path])
+
     def executed_before(self, path: str, line: int) -> frozenset[str]:
         """Paths of the project modules whose module-level code has run when the import of ``path``
         reaches ``line``: the modules it imports above that line, and those they import, transitively."""
-        return self._executed_after_imports(path, self._above(path, line))
+        return self._paths_of(self._executed_after_imports(path, self._above(path, line)))
 
-    def _executed_after_imports(self, path: str, count: int) -> frozenset[str]:
-        """:meth:`executed_before` the line below the first ``count`` imports of ``path``."""
+    def _executed_after_imports(self, path: str, count: int) -> int:
+        """:meth:`executed_before` the line below the first ``count`` imports of ``path``, as a mask."""
         key = (path, count)
         hit = self._before.get(key)
         if hit is not None:
             return hit
         if count == 0:
-            out = self._before[key] = frozenset()
-            return out
-        done = set(self._executed_after_imports(path, count - 1))
+            self._before[key] = 0
+            return 0
+        done = self._executed_after_imports(path, count - 1)
+        own = self._bit.get(path, 0)
         todo = list(self.imports[path][count - 1][1])
         while todo:
             other = todo.pop()
-            if other in done or other == path:
+            bit = self._bit.get(other, 0)
+            if done & bit or bit == own:
                 continue
-            done.add(other)
+            done |= bit
             todo.extend(p for _, loaded in self.imports.get(other, ()) for p in loaded)
-        out = self._before[key] = frozenset(done)
-        return out
+        self._before[key] = done
+        return done
 
     def runs_before(self, first: str, first_line: int, second: str, second_line: int) -> bool:
         """Whether module-level line ``first_line`` of file ``first`` runs before line ``second_line``
@@ -110,19 +119,28 @@ class ImportOrder:
         before an import that loads ``second``, or itself runs that line before importing ``second``."""
         if first == second:
             return first_line < second_line
-        return first in self.executed_before(second, second_line) or second in self.loaded_after(first, first_line)
+        bit = self._bit.get(first, 0)
+        if self._executed_after_imports(second, self._above(second, second_line)) & bit:
+            return True
+        return bool(self._loaded_after(first, first_line) & self._bit.get(second, 0))
 
     def loaded_after(self, first: str, first_line: int) -> frozenset[str]:
         """Files some module imports after line ``first_line`` of ``first`` has run (itself below that
         line, or after importing ``first`` transitively)."""
+        return self._paths_of(self._loaded_after(first, first_line))
+
+    def _loaded_after(self, first: str, first_line: int) -> int:
         key = (first, self._above(first, first_line + 1))  # the imports at or above that line
         hit = self._after.get(key)
         if hit is not None:
             return hit
-        out: set[str] = set()
+        bit = self._bit.get(first, 0)
+        out = 0
         for importer, rows in self.imports.items():
             for line, loaded in rows:
-                if (importer == first and first_line < line) or first in self.executed_before(importer, line):
-                    out.update(loaded)
-        found = self._after[key] = frozenset(out)
-        return found
+                if (importer == first and first_line < line) or (
+                        self._executed_after_imports(importer, self._above(importer, line)) & bit):
+                    for path in loaded:
+                        out |= self._bit.get(path, 0)
+        self._after[key] = out
+        return out

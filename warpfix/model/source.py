@@ -81,6 +81,20 @@ def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
+def _statements(tree: ast.Module) -> list[ast.AST]:
+    """Every statement (and ``except`` handler and ``match`` case) in ``ast.walk`` order: breadth
+    first through the statement lists alone. Only statements hold statements, so leaving the
+    expressions out keeps the statements' relative order."""
+    nodes: list[ast.AST] = [tree]
+    append = nodes.append
+    for node in nodes:  # grows while it is read: breadth first
+        for name in node._fields:
+            if name in _BODIES:
+                for child in getattr(node, name, None) or ():
+                    append(child)
+    return nodes[1:]
+
+
 def _definitions(tree: ast.Module) -> dict[tuple[int, int], ast.AST]:
     """Every ``def`` and ``class`` statement by its line and column, found through the statement
     lists alone (a definition is a statement: no expression is visited)."""
@@ -309,7 +323,10 @@ class SourceFile:
         """The nodes of the given types, in ``ast.walk`` order (cached per type tuple)."""
         hit = self._by_type.get(types)
         if hit is None:
-            if all(type(t) is type for t in types):  # plain classes: isinstance is issubclass of type()
+            if self._nodes is None and all(type(t) is type and issubclass(t, ast.stmt) for t in types):
+                # statements only: found through the statement lists, no expression is visited
+                hit = [n for n in _statements(self.tree) if isinstance(n, types)]
+            elif all(type(t) is type for t in types):  # plain classes: isinstance is issubclass of type()
                 groups = self._positions_by_class()
                 matching = [pos for cls, pos in groups.items() if issubclass(cls, types)]
                 positions = matching[0] if len(matching) == 1 else sorted(itertools.chain(*matching))

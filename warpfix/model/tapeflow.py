@@ -7,7 +7,7 @@ Not a rule module (the registry only loads ``wf*.py``).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from warpfix.finding import Span
@@ -150,22 +150,39 @@ class Window:
     stop: int
 
 
-def iterations(trace: Trace, loop_id: int) -> Iterator[tuple[Window, Window]]:
+def iterations(trace: Trace, loop_id: int) -> list[tuple[Window, Window]]:
     """Consecutive (iteration 0, iteration 1) pairs of ``loop_id`` in program order. A loop nested in
-    another unrolled loop yields one pair per execution of the enclosing body."""
-    runs: list[tuple[tuple, Window]] = []  # (enclosing iterations, window), contiguous events only
+    another unrolled loop yields one pair per execution of the enclosing body. Every loop's pairs
+    come from one pass over the trace, kept in its memo (rules ask for each loop of each trace)."""
+    pairs = trace.memo.get("iterations")
+    if pairs is None:
+        pairs = trace.memo["iterations"] = _iteration_pairs(trace)
+    return pairs.get(loop_id, [])  # type: ignore[union-attr]
+
+
+def _iteration_pairs(trace: Trace) -> dict[int, list[tuple[Window, Window]]]:
+    # per loop: (enclosing iterations, window) of its contiguous runs of events
+    runs: dict[int, list[tuple[tuple, Window]]] = {}
     for idx, ev in enumerate(trace.events):
-        pos = next((k for k, (lid, _) in enumerate(ev.loops) if lid == loop_id), None)
-        if pos is None:
-            continue
-        key = (ev.loops[:pos], ev.loops[pos][1])
-        if runs and runs[-1][0] == key and runs[-1][1].stop == idx:
-            runs[-1] = (key, Window(loop_id, key[1], runs[-1][1].start, idx + 1))
-        else:
-            runs.append((key, Window(loop_id, key[1], idx, idx + 1)))
-    for (k0, w0), (k1, w1) in zip(runs, runs[1:], strict=False):
-        if k0[0] == k1[0] and w0.iteration == 0 and w1.iteration == 1 and w0.stop == w1.start:
-            yield w0, w1
+        seen: set[int] = set()
+        for pos, (loop_id, iteration) in enumerate(ev.loops):
+            if loop_id in seen:  # a loop entered again inside itself: its outermost position counts
+                continue
+            seen.add(loop_id)
+            key = (ev.loops[:pos], iteration)
+            mine = runs.setdefault(loop_id, [])
+            if mine and mine[-1][0] == key and mine[-1][1].stop == idx:
+                mine[-1] = (key, Window(loop_id, iteration, mine[-1][1].start, idx + 1))
+            else:
+                mine.append((key, Window(loop_id, iteration, idx, idx + 1)))
+    return {
+        loop_id: [
+            (w0, w1)
+            for (k0, w0), (k1, w1) in zip(mine, mine[1:], strict=False)
+            if k0[0] == k1[0] and w0.iteration == 0 and w1.iteration == 1 and w0.stop == w1.start
+        ]
+        for loop_id, mine in runs.items()
+    }
 
 
 #: events that end what a tape has recorded so far: its backward consumed it, or ``reset()`` dropped it
