@@ -69,7 +69,12 @@ def test_memoised_closures_match_the_plain_definition_on_cyclic_imports() -> Non
         "e.py": "v = 1\nimport c\n",
     }
     order = _order(texts)
-    for path, text in texts.items():
-        for line in range(1, text.count("\n") + 2):
-            assert order.executed_before(path, line) == _reference_before(order, path, line), (path, line)
-            assert order.loaded_after(path, line) == _reference_after(order, path, line), (path, line)
+    lines = [(path, line) for path, text in texts.items() for line in range(1, text.count("\n") + 2)]
+    for path, line in lines:
+        assert order.executed_before(path, line) == _reference_before(order, path, line), (path, line)
+    for first, first_line in lines:
+        after = _reference_after(order, first, first_line)
+        for second, second_line in lines:
+            want = first_line < second_line if first == second else (
+                first in _reference_before(order, second, second_line) or second in after)
+            assert order.runs_before(first, first_line, second, second_line) == want, (first, first_line, second, second_line)

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from warpfix.model.summary import Key, Request
 
 
-def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     a = fn.args
-    return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return frozenset(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
 class CallRequests:
@@ -25,6 +25,7 @@ class CallRequests:
     stores: dict[int | None, set[str]]
     nested: set[int]
     local_defs: dict[int, dict[str, ast.FunctionDef]]
+    param_names: dict[int, frozenset[str]]  # id(function) -> its parameters' names (asked per call in it)
 
     def key(self, node: ast.AST) -> Key:
         raise NotImplementedError
@@ -36,7 +37,7 @@ class CallRequests:
         if isinstance(f, ast.Name):
             name = f.id
             inner = scope[0]
-            if name in _params(inner):  # type: ignore[arg-type]
+            if name in self._params_of(inner):
                 # a classmethod's ``cls(...)`` constructs its class, as ``Cls(...)`` would
                 return () if self._cls_param(inner, name) else None
             for fn in scope:
@@ -60,7 +61,13 @@ class CallRequests:
 
     def _is_local(self, name: str, scope: tuple[ast.AST, ...]) -> bool:
         """A parameter or a name some enclosing function assigns (it shadows the module's)."""
-        return any(name in _params(fn) or name in self.stores.get(id(fn), ()) for fn in scope)  # type: ignore[arg-type]
+        return any(name in self._params_of(fn) or name in self.stores.get(id(fn), ()) for fn in scope)
+
+    def _params_of(self, fn: ast.AST) -> frozenset[str]:
+        hit = self.param_names.get(id(fn))
+        if hit is None:
+            hit = self.param_names[id(fn)] = _params(fn)  # type: ignore[arg-type]
+        return hit
 
     def _local_def(self, fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
         """The function ``name`` defined in ``fn``'s body (not in a nested class or function)."""

@@ -73,10 +73,14 @@ class ImportOrder:
                     rows.append((line, loaded))
             self.imports[src.path] = sorted(rows, key=lambda row: row[0])
         self._lines = {path: [ln for ln, _ in rows] for path, rows in self.imports.items()}
+        self._importers: dict[str, list[tuple[str, int]]] = {}  # path -> (importer, line) of the imports loading it
+        for importer, rows in self.imports.items():
+            for line, loaded in rows:
+                for path in loaded:
+                    self._importers.setdefault(path, []).append((importer, line))
         # memoised per (path, number of the path's imports above the line): the answer changes only
         # at an import, and each one extends the closure of the imports above it
         self._before: dict[tuple[str, int], int] = {}
-        self._after: dict[tuple[str, int], int] = {}
 
     def _above(self, path: str, line: int) -> int:
         """How many of the module-level imports of ``path`` sit above ``line``."""
@@ -122,25 +126,9 @@ class ImportOrder:
         bit = self._bit.get(first, 0)
         if self._executed_after_imports(second, self._above(second, second_line)) & bit:
             return True
-        return bool(self._loaded_after(first, first_line) & self._bit.get(second, 0))
-
-    def loaded_after(self, first: str, first_line: int) -> frozenset[str]:
-        """Files some module imports after line ``first_line`` of ``first`` has run (itself below that
-        line, or after importing ``first`` transitively)."""
-        return self._paths_of(self._loaded_after(first, first_line))
-
-    def _loaded_after(self, first: str, first_line: int) -> int:
-        key = (first, self._above(first, first_line + 1))  # the imports at or above that line
-        hit = self._after.get(key)
-        if hit is not None:
-            return hit
-        bit = self._bit.get(first, 0)
-        out = 0
-        for importer, rows in self.imports.items():
-            for line, loaded in rows:
-                if (importer == first and first_line < line) or (
-                        self._executed_after_imports(importer, self._above(importer, line)) & bit):
-                    for path in loaded:
-                        out |= self._bit.get(path, 0)
-        self._after[key] = out
-        return out
+        # a module imports ``first`` (or is ``first`` below that line) before an import that loads ``second``
+        for importer, line in self._importers.get(second, ()):
+            if (importer == first and first_line < line) or (
+                    self._executed_after_imports(importer, self._above(importer, line)) & bit):
+                return True
+        return False

@@ -126,6 +126,7 @@ class _Summarizer(CallRequests):
         self.path = src.path
         self.owners: dict[int, ast.ClassDef] = {}  # id(def directly in a class body) -> the class
         self.local_defs: dict[int, dict[str, ast.FunctionDef]] = {}
+        self.param_names: dict[int, frozenset[str]] = {}
         self.stores: dict[int | None, set[str]] = {}
         self.keys: dict[int, Key] = {}
         self.defs: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []  # breadth first

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.kernel_flow import call_short_name, names_in
 from warpfix.model.reach import function_body_nodes, iter_taped
-from warpfix.model.source import SourceFile
+from warpfix.model.source import SourceFile, parent_map
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
@@ -72,14 +72,6 @@ def _guarded(parents: dict[int, ast.AST], node: ast.AST, names: set[str]) -> boo
                         return True
         child, cur = cur, parents.get(id(cur))
     return False
-
-
-def _parents(fn: ast.FunctionDef) -> dict[int, ast.AST]:
-    out: dict[int, ast.AST] = {}
-    for node in ast.walk(fn):
-        for child in ast.iter_child_nodes(node):
-            out[id(child)] = node
-    return out
 
 
 class SingularPoint(Rule):
@@ -190,7 +182,7 @@ with wp.Tape() as tape:
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity):
-            parents = _parents(fn)
+            parents = parent_map(fn)
             norms = _norm_locals(src, fn)
             for node in function_body_nodes(fn):
                 if isinstance(node, ast.Call) and call_short_name(src, node.func) == "sqrt" and len(node.args) == 1:
