@@ -251,6 +251,9 @@ class _AccessCollector:
 
     # -- expressions ----------------------------------------------------------------------
     def expr(self, e: ast.expr) -> None:
+        cls = e.__class__
+        if cls is ast.Name or cls is ast.Constant:
+            return  # a leaf: nothing is accessed (a parameter is only accessed by an index)
         if isinstance(e, ast.Subscript):
             param = self._param_of(e.value)
             if param is not None:
@@ -284,13 +287,15 @@ class _AccessCollector:
                 callee = e.func.id if isinstance(e.func, ast.Name) else e.func.attr
                 args = [a.id if isinstance(a, ast.Name) else None for a in e.args]
                 self.calls.append((callee, args, tuple(self.loops)))
-        for child in ast.iter_child_nodes(e):
-            if isinstance(child, ast.expr):
-                self.expr(child)
-            elif isinstance(child, ast.keyword):
-                self.expr(child.value)
-            elif isinstance(child, ast.comprehension):
-                self.expr(child.iter)
+        for name in e._fields:  # ``ast.iter_child_nodes``, without its two generators per node
+            value = getattr(e, name, None)
+            for child in value if value.__class__ is list else (value,):
+                if isinstance(child, ast.expr):
+                    self.expr(child)
+                elif isinstance(child, ast.keyword):
+                    self.expr(child.value)
+                elif isinstance(child, ast.comprehension):
+                    self.expr(child.iter)
 
 
 def _module_int_constants(src: SourceFile) -> set[str]:
