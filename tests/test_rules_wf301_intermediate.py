@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from warpfix.engine import check_sources
+from warpfix.finding import FixSafety
 from warpfix.rules.wf301_missing_zero import _POOLED
 
 LOOP = """
@@ -69,3 +70,38 @@ for it in range(20):
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
 """
     assert [f.message for f in check_sources({"main.py": code}, select=["WF301"]).findings] == []
+
+
+def _findings(code: str) -> list:
+    return check_sources({"main.py": code}, select=["WF301"]).findings
+
+
+def test_the_intermediate_finding_offers_the_safe_fix_and_names_the_array_for_the_zero_before_backward() -> None:
+    (finding,) = _findings(_POOLED + LOOP.format(setup="", zero_before="    tape = wp.Tape()", zero_after=""))
+    assert finding.fix.safety is FixSafety.SAFE
+    assert finding.data["intermediate"] is True and finding.data["arrays"] == ["pooled"]
+
+
+def test_an_intermediate_accumulated_in_a_helper_is_reported_without_its_helper_local_name() -> None:
+    """The launch that pools sits in a helper whose parameter is ``acc``: ``acc`` names nothing where the
+    backward runs, so the fix may clear the tape but must not write ``acc.grad.zero_()`` there."""
+    code = _POOLED + """
+
+def pool_into(values, acc):
+    wp.launch(pool, dim=32, inputs=[values], outputs=[acc])
+
+
+for it in range(20):
+    pooled.zero_()
+    w.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+        pool_into(y, pooled)
+        wp.launch(square, dim=1, inputs=[pooled], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+"""
+    (finding,) = _findings(code)
+    assert "`acc.grad`" in finding.message  # named as the launch passed it
+    assert finding.fix.safety is FixSafety.SAFE and finding.data["arrays"] == []

@@ -36,7 +36,8 @@ class Recording:
 
     read: dict[int, Buffer] = field(default_factory=dict)
     written: set[int] = field(default_factory=set)
-    accumulated: dict[int, tuple[Buffer, str]] = field(default_factory=dict)  # id -> (array, name at a write)
+    # id -> (array, its name at the first recorded op accumulating into it, that op)
+    accumulated: dict[int, tuple[Buffer, str, Event]] = field(default_factory=dict)
 
     def add(self, ev: Event) -> None:
         for buf in true_reads(ev):
@@ -47,7 +48,7 @@ class Recording:
         for buf in ev.accums:
             root = buf.root()
             if root.requires_grad and root.grad_of is None:
-                self.accumulated.setdefault(root.id, (root, ev.name_of(buf)))
+                self.accumulated.setdefault(root.id, (root, ev.name_of(buf), ev))
 
     def leaves(self) -> set[int]:
         return {k for k in self.read if k not in self.written}
@@ -56,7 +57,7 @@ class Recording:
         """Every array with a gradient the recording touches (what ``tape.zero()`` clears)."""
         return set(self.read) | self.written | set(self.accumulated)
 
-    def left_adjoints(self) -> dict[int, tuple[Buffer, str]]:
+    def left_adjoints(self) -> dict[int, tuple[Buffer, str, Event]]:
         """The intermediates whose adjoint the backward leaves in ``.grad``: accumulated into, read by a
         recorded op, never overwritten by one (:mod:`warpfix.model.stale_adjoints`)."""
         return {k: v for k, v in self.accumulated.items() if k in self.read and k not in self.written}

@@ -18,10 +18,13 @@ from warpfix.model.grad_walk import Recording
 from warpfix.model.tapeflow import DIFFERENTIABLE, tape_of
 
 
-def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str]]]:
-    """``(backward, earlier backward, names)`` for each backward that starts from adjoints an earlier
-    backward left in intermediates it records again, none of them zeroed in between (each array named
-    as a recorded launch that accumulates into it passes it)."""
+def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str], list[str]]]:
+    """``(backward, earlier backward, names, local names)`` for each backward that starts from adjoints
+    an earlier backward left in intermediates it records again, none of them zeroed in between (each
+    array named as a recorded launch that accumulates into it passes it). The local names are those
+    of arrays accumulated into by a launch of the backward's own function call (same call stack): the
+    names that mean the same array where the backward runs (a library's ``state_in.particle_f`` does
+    not)."""
     recordings: dict[int, Recording] = {}
     held: dict[int, Event] = {}  # array id -> the backward that left its adjoint
     for ev in events:
@@ -36,7 +39,8 @@ def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str
             judged = bool(ev.reads) and not ev.detail.get("grads")
             stale = [k for k in left if k in held and held[k] is not ev and not exclusive(held[k], ev)]
             if stale and judged:
-                yield ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale))
+                local = [left[k][1] for k in stale if left[k][2].call_stack == ev.call_stack]
+                yield ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale)), list(dict.fromkeys(local))
             for k in left:
                 held[k] = ev
         elif ev.kind in ("tape_zero", "tape_reset") and ev.tape is not None:

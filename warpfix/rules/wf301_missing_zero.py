@@ -68,8 +68,7 @@ class MissingZero(Rule):
             "launches its earlier backward already replayed (the backward in a method is followed through "
             "its callers' loops); and an intermediate allocated once that the tape only accumulates into "
             "(`wp.atomic_add`) and a recorded launch reads, whose `.grad` the previous backward left "
-            "non-zero (no adjoint store clears it) when only the parameters' gradients are zeroed "
-            "(diagnostic: the message says what to zero)."
+            "non-zero (no adjoint store clears it) when only the parameters' gradients are zeroed."
         ),
         why=(
             "`tape.backward()` adds into `.grad`. Without zeroing, iteration k's gradient is the sum of the "
@@ -91,7 +90,10 @@ for it in range(iters):
     wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
     tape.zero()
 """,
-        fix="Safe: `tape.zero()` after the gradient is consumed clears exactly what the next backward adds to.",
+        fix=("Safe: `tape.zero()` after the gradient is consumed clears exactly what the next backward adds to, "
+             "an intermediate's left-over adjoint included; where no such place is mechanical, "
+             "`<array>.grad.zero_()` just before the backward, for the arrays named in the backward's own "
+             "function. Only gradient buffers are cleared, after their use: no forward value changes."),
     )
     VALID = [
         Example(
@@ -230,7 +232,7 @@ for it in range(20):
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         events = trace.events
-        intermediates = {id(ev): (earlier, names) for ev, earlier, names in stale_adjoints(events)}
+        intermediates = {id(ev): (earlier, names, local) for ev, earlier, names, local in stale_adjoints(events)}
         for idx, ev, states, _pending in walk_grads(trace):
             if ev.kind != "backward" or ev.tape is None:
                 continue
@@ -288,8 +290,11 @@ for it in range(20):
                 ),
             )
 
-    def _intermediate(self, ev: Event, earlier: Event, arrays: list[str]) -> Finding:
-        """The backward starts from adjoints the earlier one left in intermediates it only accumulates into."""
+    def _intermediate(self, ev: Event, earlier: Event, arrays: list[str], local: list[str]) -> Finding:
+        """The backward starts from adjoints the earlier one left in intermediates it only accumulates into.
+        The fix is the codemod's: ``tape.zero()`` once the gradient is consumed, which clears every array
+        the tape recorded, or else ``<array>.grad.zero_()`` before the backward for the arrays named in the
+        backward's own function (``local``)."""
         tape_name = str(ev.detail.get("tape_name") or "tape")
         names = ", ".join(f"`{name}.grad`" for name in arrays)
         one = len(arrays) == 1
@@ -302,8 +307,7 @@ for it in range(20):
             f"nothing zeroes {'it' if one else 'them'} in between, so the old adjoint flows on into what was "
             f"accumulated; call "
             f"`{tape_name}.zero()` after the gradient is consumed, or zero {names} before the backward",
-            fix_safety=FixSafety.NONE,
-            data={"tape": tape_name, "arrays": arrays, "intermediate": True},
+            data={"tape": tape_name, "arrays": local, "intermediate": True},
             related=((earlier.span, "earlier backward"),),
         )
 
