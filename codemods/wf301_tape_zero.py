@@ -41,7 +41,9 @@ Strategies, tried in this order (the applied one is named in the report):
   (the strategy *zero after the last consumer*, at the backward that left the gradient);
 * **zero before backward**: with ``arrays`` given (a tape that is fresh each iteration while
   persistent arrays keep their ``.grad``), ``<array>.grad.zero_()`` just before the backward,
-  for each array whose name the function can see.
+  for each array whose name the function can see. The only strategy tried with ``arrays_only``
+  (an intermediate's left-over adjoint while the program sums the parameters' gradients over
+  several backwards: clearing the tape would clear those sums too).
 
 A gradient read is :mod:`warpfix.model.grad_reads`' (``x.grad``, ``tape.gradients[x]``,
 ``tape.gradients.get(x)``, or a local bound from one). When no strategy applies the report
@@ -77,6 +79,8 @@ class ZeroTape(CallerZero):
         "arrays": "arrays whose .grad to zero before the backward",
         "rerecorded": "the tape is re-entered every iteration without reset()",
         "earlier_line": "line of the earlier backward whose gradient is left over (same file)",
+        "arrays_only": "only zero the named arrays before the backward: the program sums the parameters' "
+                       "gradients over backwards, which zeroing the tape would undo",
     }
 
     def describe_missing(self) -> str:
@@ -104,6 +108,8 @@ class ZeroTape(CallerZero):
         if func is not None and loop is not None and not any(a is func for a in self.ancestors(loop)):
             loop = None  # a loop around the whole function definition is no loop of this backward
         rerecorded = self.data["rerecorded"] in (True, "true", "True", "1")
+        if self.data["arrays_only"] in (True, "true", "True", "1"):
+            return self._zero_before(stmt, self._arrays(), func)
         if rerecorded:
             if loop is not None:
                 return self._reset_in_loop(loop, tape)
@@ -133,14 +139,11 @@ class ZeroTape(CallerZero):
                 return
         except NotApplicable as exc:
             caller = str(exc)
-        arrays = self.data["arrays"]
-        if isinstance(arrays, str):
-            arrays = [a.strip() for a in arrays.split(",") if a.strip()]
-        arrays = list(dict.fromkeys(arrays or ()))  # one zero_() per array, however often it is named
+        arrays = self._arrays()
         unnamed = "the finding names no array whose .grad to zero"
         if arrays:
             try:
-                self._zero_before(stmt, list(arrays), func)
+                self._zero_before(stmt, arrays, func)
                 return
             except NotApplicable as exc:
                 unnamed = str(exc)
@@ -148,6 +151,13 @@ class ZeroTape(CallerZero):
             "the backward is not in a loop of its function, no statement after it reads a gradient (in its "
             f"function or a method calling it), {caller}, and {unnamed}"
         )
+
+    def _arrays(self) -> list[str]:
+        """The finding's ``arrays``, each once (however often it is named)."""
+        arrays = self.data["arrays"]
+        if isinstance(arrays, str):
+            arrays = [a.strip() for a in arrays.split(",") if a.strip()]
+        return list(dict.fromkeys(arrays or ()))
 
     # -- strategies -----------------------------------------------------------------------
     def _reset_in_loop(self, loop: cst.For | cst.While, tape: str) -> None:

@@ -105,3 +105,48 @@ for it in range(20):
     (finding,) = _findings(code)
     assert "`acc.grad`" in finding.message  # named as the launch passed it
     assert finding.fix.safety is FixSafety.SAFE and finding.data["arrays"] == []
+
+
+SUMMED = _POOLED + """
+for it in range(20):
+    w.grad.zero_()
+    for batch in range(3):  # the parameter's gradient is summed over the batches on purpose
+        pooled.zero_()
+        tape = wp.Tape()
+        with tape:
+            wp.launch(predict, dim=32, inputs=[x, w], outputs=[y])
+{pool}
+            wp.launch(square, dim=1, inputs=[pooled], outputs=[loss])
+        tape.backward(loss)
+    wp.launch(sgd, dim=2, inputs=[w, w.grad, 0.1])
+"""
+
+
+def test_with_parameter_gradients_summed_over_backwards_only_the_named_intermediate_is_zeroed(
+        tmp_path, monkeypatch) -> None:
+    """``tape.zero()`` anywhere in the batch loop would clear ``w.grad``'s sum too: the fix zeroes
+    ``pooled.grad`` just before the backward, and nothing else."""
+    from warpfix.apply import Selection, plan_fixes
+
+    code = SUMMED.format(pool="            wp.launch(pool, dim=32, inputs=[y], outputs=[pooled])")
+    (finding,) = _findings(code)
+    assert finding.data["arrays_only"] is True and finding.data["arrays"] == ["pooled"]
+    assert "`tape.zero()` would clear" in finding.message
+    (tmp_path / "main.py").write_text(code)
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    (fixed,) = result.changed.values()
+    assert fixed == code.replace("        tape.backward(loss)\n", "        pooled.grad.zero_()\n        tape.backward(loss)\n")
+
+
+def test_with_summed_parameter_gradients_and_no_local_name_there_is_no_fix() -> None:
+    code = SUMMED.format(pool="            pool_into(y, pooled)") + """
+
+def pool_into(values, acc):
+    wp.launch(pool, dim=32, inputs=[values], outputs=[acc])
+"""
+    code = code.replace("for it in range(20):", "def pool_into(values, acc):\n"
+                        "    wp.launch(pool, dim=32, inputs=[values], outputs=[acc])\n\n\nfor it in range(20):", 1)
+    code = code[: code.rindex("\n\ndef pool_into")] + "\n"
+    (finding,) = _findings(code)
+    assert finding.data["arrays"] == [] and finding.fix.safety is FixSafety.NONE

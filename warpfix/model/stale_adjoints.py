@@ -12,19 +12,30 @@ backward starts from the old adjoint and hands it on to whatever was accumulated
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from warpfix.model.facts import Event, exclusive
 from warpfix.model.grad_walk import Recording
 from warpfix.model.tapeflow import DIFFERENTIABLE, tape_of
 
 
-def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str], list[str]]]:
-    """``(backward, earlier backward, names, local names)`` for each backward that starts from adjoints
-    an earlier backward left in intermediates it records again, none of them zeroed in between (each
-    array named as a recorded launch that accumulates into it passes it). The local names are those
-    of arrays accumulated into by a launch of the backward's own function call (same call stack): the
-    names that mean the same array where the backward runs (a library's ``state_in.particle_f`` does
-    not)."""
+@dataclass(frozen=True)
+class StaleAdjoint:
+    """A backward that starts from adjoints an earlier backward left in intermediates it records again."""
+
+    backward: Event
+    earlier: Event
+    names: list[str]  # each array as a recorded launch that accumulates into it passes it
+    # the names of the arrays accumulated into by a launch of the backward's own function call (same call
+    # stack): those that mean the same array where the backward runs (a library's ``state_in.particle_f``
+    # does not)
+    local: list[str]
+    intermediates: frozenset[int]  # ids of every array whose adjoint the backward leaves (stale or not)
+
+
+def stale_adjoints(events: list[Event]) -> Iterator[StaleAdjoint]:
+    """Each backward that starts from adjoints an earlier backward left in intermediates it records
+    again, none of them zeroed in between."""
     recordings: dict[int, Recording] = {}
     held: dict[int, Event] = {}  # array id -> the backward that left its adjoint
     for ev in events:
@@ -40,7 +51,8 @@ def stale_adjoints(events: list[Event]) -> Iterator[tuple[Event, Event, list[str
             stale = [k for k in left if k in held and held[k] is not ev and not exclusive(held[k], ev)]
             if stale and judged:
                 local = [left[k][1] for k in stale if left[k][2].call_stack == ev.call_stack]
-                yield ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale)), list(dict.fromkeys(local))
+                yield StaleAdjoint(ev, held[stale[0]], list(dict.fromkeys(left[k][1] for k in stale)),
+                                   list(dict.fromkeys(local)), frozenset(left))
             for k in left:
                 held[k] = ev
         elif ev.kind in ("tape_zero", "tape_reset") and ev.tape is not None:

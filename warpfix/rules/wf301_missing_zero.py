@@ -13,7 +13,7 @@ from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.grad_walk import GradState, walk_grads
-from warpfix.model.stale_adjoints import stale_adjoints
+from warpfix.model.stale_adjoints import StaleAdjoint, stale_adjoints
 from warpfix.model.tapeflow import DIFFERENTIABLE, RESET_KINDS, line_ref, outputs, tape_of, true_reads
 from warpfix.rules._tape_scope_examples import KERNELS
 from warpfix.rules.base import Example, Rule, RuleDoc
@@ -232,7 +232,7 @@ for it in range(20):
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         events = trace.events
-        intermediates = {id(ev): (earlier, names, local) for ev, earlier, names, local in stale_adjoints(events)}
+        intermediates = {id(found.backward): found for found in stale_adjoints(events)}
         for idx, ev, states, _pending in walk_grads(trace):
             if ev.kind != "backward" or ev.tape is None:
                 continue
@@ -251,7 +251,8 @@ for it in range(20):
                 )
                 continue
             stale = []
-            for pid, buf in _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx).items():
+            leaves = _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx)
+            for pid, buf in leaves.items():
                 st = states.get(pid)
                 if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
                     continue
@@ -261,8 +262,13 @@ for it in range(20):
                     continue
                 stale.append((buf, st))
             if not stale:
-                if id(ev) in intermediates:
-                    yield self._intermediate(ev, *intermediates[id(ev)])
+                found = intermediates.get(id(ev))
+                if found is not None:
+                    # a parameter gradient an earlier backward left, neither consumed nor zeroed since: the
+                    # program sums it over backwards (windows, mini-batches), which zeroing the tape would undo
+                    summing = any((st := states.get(pid)) is not None and st.backward is not None
+                                  and st.zeroed is None for pid in leaves if pid not in found.intermediates)
+                    yield self._intermediate(found, summing)
                 continue
             first = stale[0][1]
             consumed = first.consumed
@@ -290,11 +296,13 @@ for it in range(20):
                 ),
             )
 
-    def _intermediate(self, ev: Event, earlier: Event, arrays: list[str], local: list[str]) -> Finding:
+    def _intermediate(self, found: StaleAdjoint, summing: bool) -> Finding:
         """The backward starts from adjoints the earlier one left in intermediates it only accumulates into.
         The fix is the codemod's: ``tape.zero()`` once the gradient is consumed, which clears every array
         the tape recorded, or else ``<array>.grad.zero_()`` before the backward for the arrays named in the
-        backward's own function (``local``)."""
+        backward's own function (``local``). Where the program sums a parameter's gradient over backwards
+        (``summing``), only the latter keeps it; with no local name there is then no fix."""
+        ev, earlier, arrays, local = found.backward, found.earlier, found.names, found.local
         tape_name = str(ev.detail.get("tape_name") or "tape")
         names = ", ".join(f"`{name}.grad`" for name in arrays)
         one = len(arrays) == 1
@@ -305,9 +313,12 @@ for it in range(20):
             f"`{tape_name}.backward` adds into {names}, which still {'holds' if one else 'hold'} the adjoint {when} "
             f"left there: the tape only accumulates into {'it' if one else 'them'} (no store clears a gradient) and "
             f"nothing zeroes {'it' if one else 'them'} in between, so the old adjoint flows on into what was "
-            f"accumulated; call "
-            f"`{tape_name}.zero()` after the gradient is consumed, or zero {names} before the backward",
-            data={"tape": tape_name, "arrays": local, "intermediate": True},
+            f"accumulated; "
+            + (f"zero {names} before the backward (the parameters' gradients are summed over backwards here, "
+               f"which `{tape_name}.zero()` would clear too)" if summing else
+               f"call `{tape_name}.zero()` after the gradient is consumed, or zero {names} before the backward"),
+            fix_safety=FixSafety.NONE if summing and not local else self.fix_safety,
+            data={"tape": tape_name, "arrays": local, "intermediate": True, "arrays_only": summing},
             related=((earlier.span, "earlier backward"),),
         )
 
