@@ -182,6 +182,8 @@ class SourceFile:
     _positions: dict[type, array] | None = None
     # id(node) -> (node, warp_name(node)): asked for again at every interpretation of the node
     _warp_names: dict[int, tuple[ast.AST, str | None]] = field(default_factory=dict, repr=False)
+    # id(node) -> (node, :meth:`statement_parents` of it)
+    _stmt_parents: dict[int, tuple[ast.AST, dict[int, ast.AST]]] = field(default_factory=dict, repr=False)
     _defs: dict[tuple[int, int], ast.AST] | None = field(default=None, repr=False)
     _top: set[int] | None = field(default=None, repr=False)  # ids of the module body's statements
     _summary: FileSummary | None = field(default=None, repr=False)  # survives a release
@@ -248,6 +250,7 @@ class SourceFile:
         self._tree = self._nodes = self._parents = self._positions = self._defs = self._lines = self._top = None
         self._by_type = {}
         self._warp_names = {}
+        self._stmt_parents = {}
         for k in self._kernels or ():
             k.release_node()
 
@@ -295,6 +298,9 @@ class SourceFile:
         statement (which has no parent in it). For a question about one expression's surroundings in
         its statement, without building the whole file's map; the whole map when the statement is not
         found (a node of no statement list)."""
+        hit = self._stmt_parents.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
         line = getattr(node, "lineno", None)
         stmt = _innermost_statement(self.tree.body, line) if line is not None else None
         if stmt is None:
@@ -310,7 +316,9 @@ class SourceFile:
                     if isinstance(child, ast.AST) and not isinstance(child, nested):
                         parents[id(child)] = cur
                         todo.append(child)
-        return parents if id(node) in parents else self.parents
+        out = parents if id(node) in parents else self.parents
+        self._stmt_parents[id(node)] = (node, out)  # an unrolled loop reads one node again and again
+        return out
 
     def definition_at(self, line: int, column: int) -> ast.AST:
         """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""
