@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods._base import method_call
+from codemods._cst import method_call
 from codemods._zero_callers import CallerZero
 
 NO_BACKWARD = "no `tape.backward(...)` statement follows in the same block"

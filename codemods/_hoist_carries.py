@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import call_name, dotted, keyword, positional, target_names
+from codemods._cst import call_name, dotted, keyword, positional, target_names
 from codemods._hoist_state_lists import StateList, StateListHoist
 
 _ALLOCATORS = ("zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "clone", "array")

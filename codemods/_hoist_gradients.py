@@ -15,7 +15,8 @@ from typing import Any
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, dotted, keyword, positional
+from codemods._base import FindingCommand
+from codemods._cst import call_name, dotted, keyword, positional
 
 
 def data_lines(value: Any) -> set[int]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, positional, target_names
+from codemods._base import FindingCommand
+from codemods._cst import call_name, positional, target_names
 
 
 def _int_literal(node: cst.BaseExpression) -> int | None:

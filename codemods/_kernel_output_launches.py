@@ -11,7 +11,8 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import SkipFile
 
-from codemods._base import FindingCommand, add_keyword, call_name, dotted, keyword, positional
+from codemods._base import FindingCommand
+from codemods._cst import add_keyword, call_name, dotted, keyword, positional
 from codemods._resolve import Binding
 
 

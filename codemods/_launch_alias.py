@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, launch_writes
+from codemods._base import FindingCommand
+from codemods._cst import call_name, launch_writes
 
 
 def fresh_launch_output(cmd: FindingCommand, alias: str, param: str) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name
+from codemods._base import FindingCommand
+from codemods._cst import call_name
 from warpfix.model.grad_reads import cst_grad_locals, cst_reads_grad
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import method_call
+from codemods._cst import method_call
 from codemods._tape_reads import TapeReads
 from warpfix.model.grad_reads import cst_grad_locals, cst_grad_owner, cst_reads_grad
 

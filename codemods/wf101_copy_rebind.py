@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, positional, target_names
+from codemods._base import FindingCommand
+from codemods._cst import call_name, positional, target_names
 
 
 def _copy_operands(call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

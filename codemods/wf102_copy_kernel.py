@@ -23,7 +23,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 
-from codemods._base import FindingCommand, call_name, is_warp_call, positional
+from codemods._base import FindingCommand
+from codemods._cst import call_name, is_warp_call, positional
 from codemods.wf101_copy_rebind import _copy_operands
 
 KERNEL = "copy_array"

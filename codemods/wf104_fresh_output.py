@@ -32,7 +32,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, launch_writes
+from codemods._base import FindingCommand
+from codemods._cst import call_name, launch_writes
 
 _PLACES = (cst.Name, cst.Attribute, cst.Subscript)
 

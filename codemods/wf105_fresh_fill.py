@@ -30,7 +30,8 @@ import json
 
 import libcst as cst
 
-from codemods._base import FindingCommand, NotApplicable, call_name, keyword, positional, same_file
+from codemods._base import FindingCommand, NotApplicable, same_file
+from codemods._cst import call_name, keyword, positional
 
 
 def _is_reset(call: cst.Call) -> bool:

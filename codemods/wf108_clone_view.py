@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, dotted, keyword
+from codemods._base import FindingCommand
+from codemods._cst import dotted, keyword
 
 
 def _viewed(call: cst.CSTNode) -> cst.BaseExpression | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, add_keyword, is_warp_call
+from codemods._base import FindingCommand
+from codemods._cst import add_keyword, is_warp_call
 
 ALLOCATORS = ("zeros", "empty", "full", "ones", "array", "zeros_like", "empty_like", "full_like", "ones_like", "clone")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, is_warp_call, keyword, remove_keyword
+from codemods._base import FindingCommand
+from codemods._cst import is_warp_call, keyword, remove_keyword
 
 
 def _is_false(node: cst.BaseExpression) -> bool:

@@ -67,7 +67,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import NotApplicable, call_name, dotted, target_names
+from codemods._base import NotApplicable
+from codemods._cst import call_name, dotted, target_names
 from codemods._zero_callers import CallerZero
 
 

@@ -45,7 +45,8 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codemods._backward_method import NO_BACKWARD, BackwardMethod, as_called_on
-from codemods._base import NotApplicable, call_name, dotted, launch_writes, method_call
+from codemods._base import NotApplicable
+from codemods._cst import call_name, dotted, launch_writes, method_call
 from warpfix.model.grad_reads import cst_reads_grad
 
 

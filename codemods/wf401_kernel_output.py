@@ -44,11 +44,7 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 
-from codemods._base import (
-    append_item,
-    dotted,
-    target_names,
-)
+from codemods._cst import append_item, dotted, target_names
 from codemods._kernel_output_launches import LaunchSites
 from codemods._launch_alias import fresh_launch_output
 from codemods._resolve import Binding, DiskSources, Sources, binding_in

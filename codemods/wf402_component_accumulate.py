@@ -26,7 +26,8 @@ import re
 
 import libcst as cst
 
-from codemods._base import FindingCommand, dotted
+from codemods._base import FindingCommand
+from codemods._cst import dotted
 
 _ATTRS = ("x", "y", "z", "w")
 #: constructor name (after the module alias) -> (rows, columns); vectors and quaternions have one row

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, keyword, remove_keyword
+from codemods._base import FindingCommand
+from codemods._cst import keyword, remove_keyword
 
 
 def _is_retain_assign(node: cst.Assign) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, is_warp_call
+from codemods._base import FindingCommand
+from codemods._cst import is_warp_call
 
 
 def _launch_line(stmt: cst.CSTNode) -> bool:

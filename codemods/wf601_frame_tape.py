@@ -31,7 +31,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-from codemods._base import FindingCommand, is_warp_call, method_call
+from codemods._base import FindingCommand
+from codemods._cst import is_warp_call, method_call
 from codemods.wf601_hoist import HoistWindowTape
 from warpfix.finding import Finding
 

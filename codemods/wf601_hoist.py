@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import call_name, keyword, positional
+from codemods._cst import call_name, keyword, positional
 from codemods._hoist_carries import CarryHoist
 from codemods._hoist_gradients import GradientHoist, data_lines
 from codemods._hoist_loss import LossRefusal, LossWalk

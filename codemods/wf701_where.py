@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, is_warp_call
+from codemods._base import FindingCommand
+from codemods._cst import call_name, is_warp_call
 
 
 def _branches(call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression] | None:

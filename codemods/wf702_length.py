@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name, is_warp_call
+from codemods._base import FindingCommand
+from codemods._cst import call_name, is_warp_call
 
 
 def _length_operand(call: cst.Call) -> cst.BaseExpression | None:

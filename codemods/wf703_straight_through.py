@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, call_name
+from codemods._base import FindingCommand
+from codemods._cst import call_name
 
 OPS = ("round", "floor", "ceil", "trunc", "sign")
 

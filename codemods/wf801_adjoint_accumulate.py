@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import FindingCommand, dotted
+from codemods._base import FindingCommand
+from codemods._cst import dotted
 
 
 def _is_adjoint_store(node: cst.Assign) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import append_item, call_name, keyword, positional
+from codemods._cst import append_item, call_name, keyword, positional
 from codemods.wf401_kernel_output import KernelOutput, is_kernel
 
 
