@@ -41,7 +41,9 @@ Strategies, tried in this order (the applied one is named in the report):
   (the strategy *zero after the last consumer*, at the backward that left the gradient);
 * **zero before backward**: with ``arrays`` given (a tape that is fresh each iteration while
   persistent arrays keep their ``.grad``), ``<array>.grad.zero_()`` just before the backward,
-  for each array whose name the function can see. The only strategy tried with ``arrays_only``
+  for each array whose name the function can see (not ``<tape>.zero()``: before its first backward
+  a fresh tape holds no gradient to zero, Warp's ``Tape.zero`` clears the gradients its backwards
+  registered). The only strategy tried with ``arrays_only``
   (an intermediate's left-over adjoint while the program sums the parameters' gradients over
   several backwards: clearing the tape would clear those sums too).
 

@@ -95,6 +95,19 @@ def test_running_sum_is_one_loss_array_written_only_by_taped_launches_between_ba
     assert not BackwardChecks.running_sum(probe, None) and probe.loss_mark is None
 
 
+
+def test_a_loss_no_traced_operation_touched_since_the_last_backward_is_a_running_sum() -> None:
+    """The windows before the first that adds to the loss (``if frame >= FRAMES // 2:``): the loss array is
+    differentiated again, untouched, still holding what the zero before them left."""
+    loss = object()
+    probe = SimpleNamespace(loss_mark=None, ops=[], arrays={})
+    assert not BackwardChecks.running_sum(probe, loss)  # the first backward
+    probe.ops.append(SimpleNamespace(kind="launch", tape=object()))  # a launch that writes other arrays
+    assert BackwardChecks.running_sum(probe, loss)
+    probe.arrays = {}  # the window's arrays dropped since: nothing says what was written
+    assert not BackwardChecks.running_sum(probe, loss)
+
+
 _STALE = make_finding("WF903", "main.py", 36, "`k.grad` is already non-zero", {"array": "k"}, classified_as="WF301")
 
 

@@ -150,3 +150,12 @@ def pool_into(values, acc):
     code = code[: code.rindex("\n\ndef pool_into")] + "\n"
     (finding,) = _findings(code)
     assert finding.data["arrays"] == [] and finding.fix.safety is FixSafety.NONE
+
+
+def test_zeroing_a_fresh_tape_before_its_backward_clears_nothing() -> None:
+    """Warp's ``Tape.zero`` clears the gradients the tape's backwards registered: before the first
+    backward of a tape made this iteration there are none, and ``pooled.grad`` keeps the old adjoint."""
+    code = _POOLED + LOOP.format(setup="", zero_before="    tape = wp.Tape()", zero_after="")
+    code = code.replace("    tape.backward(loss)\n", "    tape.zero()\n    tape.backward(loss)\n")
+    (message,) = [f.message for f in _findings(code)]
+    assert "`pooled.grad`" in message

@@ -37,6 +37,9 @@ def stale_adjoints(events: list[Event]) -> Iterator[StaleAdjoint]:
     """Each backward that starts from adjoints an earlier backward left in intermediates it records
     again, none of them zeroed in between."""
     recordings: dict[int, Recording] = {}
+    # tape -> the arrays its backwards registered: what its ``zero()`` clears (Warp's ``Tape.gradients``,
+    # filled by ``backward``; a fresh tape's ``zero()`` clears nothing)
+    registered: dict[int, set[int]] = {}
     held: dict[int, Event] = {}  # array id -> the backward that left its adjoint
     for ev in events:
         tape = tape_of(ev)
@@ -55,9 +58,9 @@ def stale_adjoints(events: list[Event]) -> Iterator[StaleAdjoint]:
                                    list(dict.fromkeys(local)), frozenset(left))
             for k in left:
                 held[k] = ev
+            registered.setdefault(ev.tape, set()).update(recordings[ev.tape].arrays())
         elif ev.kind in ("tape_zero", "tape_reset") and ev.tape is not None:
-            cleared = recordings[ev.tape].arrays() if ev.tape in recordings else set()
-            for k in cleared:
+            for k in registered.get(ev.tape, ()):
                 held.pop(k, None)
             if ev.kind == "tape_reset":
                 recordings.pop(ev.tape, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from warpfix.finding import Finding, FixSafety, Severity
+from warpfix.finding import Finding, FixSafety, Severity, Span
 from warpfix.model import Project
 from warpfix.model.facts import Buffer, Event, Trace, exclusive
 from warpfix.model.grad_walk import GradState, walk_grads
@@ -233,6 +233,7 @@ for it in range(20):
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         events = trace.events
         intermediates = {id(found.backward): found for found in stale_adjoints(events)}
+        at_site: dict[Span, tuple[StaleAdjoint, bool]] = {}  # the intermediates' findings, one per backward site
         for idx, ev, states, _pending in walk_grads(trace):
             if ev.kind != "backward" or ev.tape is None:
                 continue
@@ -264,11 +265,14 @@ for it in range(20):
             if not stale:
                 found = intermediates.get(id(ev))
                 if found is not None:
-                    # a parameter gradient an earlier backward left, neither consumed nor zeroed since: the
-                    # program sums it over backwards (windows, mini-batches), which zeroing the tape would undo
+                    # a parameter gradient an earlier backward left, neither consumed nor zeroed since, that is
+                    # read later: the program sums it over backwards (windows, mini-batches), which zeroing the
+                    # tape would undo -- at any run of this backward (the first found is reported)
                     summing = any((st := states.get(pid)) is not None and st.backward is not None
-                                  and st.zeroed is None for pid in leaves if pid not in found.intermediates)
-                    yield self._intermediate(found, summing)
+                                  and st.zeroed is None and _sum_consumed(events, idx, pid, ev.tape)
+                                  for pid in leaves if pid not in found.intermediates)
+                    first_found, summed = at_site.get(ev.span, (found, False))
+                    at_site[ev.span] = (first_found, summed or summing)
                 continue
             first = stale[0][1]
             consumed = first.consumed
@@ -295,6 +299,8 @@ for it in range(20):
                     (consumed.span, "gradient consumed here"),
                 ),
             )
+        for found, summing in at_site.values():
+            yield self._intermediate(found, summing)
 
     def _intermediate(self, found: StaleAdjoint, summing: bool) -> Finding:
         """The backward starts from adjoints the earlier one left in intermediates it only accumulates into.
@@ -321,6 +327,20 @@ for it in range(20):
             data={"tape": tape_name, "arrays": local, "intermediate": True, "arrays_only": summing},
             related=((earlier.span, "earlier backward"),),
         )
+
+
+def _sum_consumed(events: list[Event], idx: int, pid: int, tape: int) -> bool:
+    """Whether the gradient of ``pid`` the backward at ``idx`` adds to is read after it (an optimizer step)
+    before anything clears it: the program consumes the sum. A leaf whose gradient nobody reads (a model's
+    constant arrays) sums for nothing, and clearing it changes nothing."""
+    for ev in events[idx + 1:]:
+        if ev.kind in ("tape_zero", "tape_reset") and ev.tape == tape:
+            return False
+        if ev.kind == "grad_zero" and any(b.grad_of is not None and b.grad_of.root().id == pid for b in ev.writes):
+            return False
+        if ev.kind != "backward" and any(b.grad_of is not None and b.grad_of.root().id == pid for b in ev.reads):
+            return True
+    return False
 
 
 def _grad_name(buf: Buffer, st: GradState) -> str:

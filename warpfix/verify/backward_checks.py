@@ -173,12 +173,17 @@ class BackwardChecks:
     def running_sum(self, loss: Any) -> bool:
         """Whether this backward's loss is the array the iteration's previous backward differentiated, written
         since only by taped kernel launches (no zero, fill, copy or host write between them): the windows add
-        into one loss, so each backward sees the running sum (WF601's shared episode loss)."""
-        previous, self.loss_mark = self.loss_mark, (loss, len(self.ops)) if loss is not None else None
+        into one loss, so each backward sees the running sum (WF601's shared episode loss). A loss no traced
+        operation has touched in this window (the windows before the first that adds to it: its value is
+        still what the zero before them left) is unchanged, a running sum too."""
+        previous = self.loss_mark
+        self.loss_mark = (loss, len(self.ops), self.arrays) if loss is not None else None
         if loss is None or previous is None or previous[0] is not loss:
             return False
         info = self.arrays.get(id(loss))
-        return info is not None and info.arr is loss and all(
+        if info is None:  # untouched since the last backward, if the window's arrays were not dropped since
+            return previous[2] is self.arrays and len(self.ops) >= previous[1]
+        return info.arr is loss and all(
             self.ops[i].kind == "launch" and self.ops[i].tape is not None for i in info.writes_at if i >= previous[1])
 
     def seeds(

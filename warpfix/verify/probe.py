@@ -91,7 +91,8 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.window = 0  # 0: the first iteration; 1: the next one (bugs dormant at iteration 0)
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
         self.past_cap = False  # the first iteration's backwards past BACKWARD_CAP run for their loss alone
-        self.loss_mark: tuple[Any, int] | None = None  # the last backward's loss array and the op count then
+        # the last backward's loss array, the op count then and the window's arrays then
+        self.loss_mark: tuple[Any, int, dict[int, ArrayInfo]] | None = None
         self.grad_reads: set[int] = set()  # ids of the gradients the program read (host, launch, copy): consumed
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
