@@ -1,5 +1,5 @@
 """The FD replay's fidelity to the program: the put-back check on recorded operations made by hand
-(warpfix.verify.fd.put_back_downstream), and programs whose replays once missed what the program did."""
+(warpfix.verify.replay_holds.put_back_downstream), and programs whose replays once missed what the program did."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from warpfix.verify import run_verify
-from warpfix.verify.fd import held_constant, put_back_downstream
 from warpfix.verify.records import ArrayInfo, Op, ReplayPlan
+from warpfix.verify.replay_holds import held_constant, put_back_downstream
 
 PROGRAMS = Path(__file__).resolve().parent / "verify_programs"
 

@@ -102,7 +102,7 @@ def _segment_jobs(seed_at: str, earlier_tape: str | None, later_how: str = "grad
     at op 2 (and the boundary ``x1`` at op 2), then a later backward of tape A seeded at ``seed_at``."""
     from types import SimpleNamespace as NS
 
-    from warpfix.verify.fd import hold_completed_segments
+    from warpfix.verify.replay_holds import hold_completed_segments
 
     tapes = {"A": object(), "B": object(), None: None}
     k, x1, other = (NS(order=i, arr=object()) for i in range(3))
