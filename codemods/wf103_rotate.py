@@ -10,7 +10,9 @@ Strategies, in order:
   ``self.v[S] = wp.empty_like(self.v[S])``. A rotation would hand the last slot the buffer the
   tape read at the first frame, which the next frame then overwrites on the same tape;
 * ``[make()] * n`` (or ``n * [make()]``, finding data ``repeat``) -> ``[make() for _ in range(n)]``:
-  one fresh object per slot, built by the same call. Only a call is repeated this way: a list of
+  one fresh object per slot, built by the same call; and ``x = make()`` ... ``[x for _ in range(n)]``
+  -> ``[make() for _ in range(n)]``, the binding removed (the rule marks it safe only when ``x`` is
+  a warp allocation bound once and used nowhere else in its scope). Only a call is repeated this way: a list of
   one existing object (``[state] * n``) has no constructor to call again. Whether the call only
   allocates (so that calling it n times keeps every forward value) is the rule's judgement, given
   as the finding's fix safety.
@@ -88,7 +90,12 @@ class RotateBuffers(FindingCommand):
         self.context.scratch["summary"] = f"rotate: `{target}` and `{value}` swapped instead of aliased"
 
     def fresh_per_slot(self) -> None:
-        """``[make()] * n`` -> ``[make() for _ in range(n)]``."""
+        """``[make()] * n`` -> ``[make() for _ in range(n)]``; ``x = make()`` ... ``[x for _ in range(n)]``
+        -> ``[make() for _ in range(n)]``."""
+        comps = [c for c in self.nodes(self.tree, cst.ListComp) if self._covers(c) and isinstance(c.elt, cst.Name)]
+        if comps:
+            self._scratch_per_slot(comps[0])
+            return
         node = self.on_line(cst.BinaryOperation, lambda n: _repeated(n) is not None)
         found = _repeated(node)
         assert found is not None
@@ -103,3 +110,21 @@ class RotateBuffers(FindingCommand):
         n = cst.Module(body=()).code_for_node(count.with_changes(lpar=[], rpar=[]))
         self.replace(node, self.expression(f"[{make} for {var} in range({n})]"))
         self.context.scratch["summary"] = f"fresh per slot: `[{make}] * n` became one `{make}` call per slot"
+
+    def _scratch_per_slot(self, comp: cst.ListComp) -> None:
+        """The slot's one buffer allocated once per slot instead: the comprehension's element becomes the
+        call that bound it, and that binding (used nowhere else: the rule's judgement) goes."""
+        assert isinstance(comp.elt, cst.Name)
+        name = comp.elt.value
+        scope: cst.CSTNode = self.enclosing(comp, cst.FunctionDef) or self.tree
+        bindings = [line for line in self.nodes(scope, cst.SimpleStatementLine)
+                    if len(line.body) == 1 and isinstance(line.body[0], cst.Assign)
+                    and len(line.body[0].targets) == 1 and isinstance(line.body[0].targets[0].target, cst.Name)
+                    and line.body[0].targets[0].target.value == name]
+        if len(bindings) != 1 or not isinstance(bindings[0].body[0].value, cst.Call):  # type: ignore[union-attr]
+            raise self.not_applicable(f"`{name}` is not bound once, by a call, in the comprehension's scope")
+        make = bindings[0].body[0].value  # type: ignore[union-attr]
+        self.replace(comp.elt, make)
+        self.remove(bindings[0])
+        self.context.scratch["summary"] = (
+            f"fresh per slot: `[{name} for ...]` became one `{self.code(make)}` per slot (`{name}` was used only there)")

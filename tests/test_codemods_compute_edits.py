@@ -432,6 +432,8 @@ tape.backward(grads={states[3].q: wp.ones(4, dtype=float)})
          "states = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(4)]"),
         ("s = State()\nstates = [s] * 4", "none", None),
         ("states = [load_state('x.npz')] * 4", "none", None),
+        # a comprehension over one existing object: every slot is that object too
+        ("s = State()\nstates = [s for _ in range(4)]", "none", None),
     ],
 )
 def test_list_repeat_is_fixed_only_for_an_allocating_call(slots: str, safety: str, fixed: str | None) -> None:
@@ -448,6 +450,58 @@ def test_list_repeat_is_fixed_only_for_an_allocating_call(slots: str, safety: st
         assert not result.new_sources and result.skipped
     else:
         assert result.new_sources == {"main.py": code.replace(slots, fixed)}
+
+
+
+@pytest.mark.parametrize("slots", [
+    "states = [State() for _ in range(4)]",  # one object per slot
+    "bufs = [State() for _ in range(4)]\nstates = [b for b in bufs]",  # the slot depends on the loop variable
+])
+def test_a_comprehension_that_makes_or_picks_one_object_per_slot_is_no_list_alias(slots: str) -> None:
+    from warpfix.engine import check_sources
+
+    code = _REPEAT.replace("SLOTS", slots)
+    assert [f.rule for f in check_sources({"main.py": code}).findings if f.rule in ("WF103", "WF104")] == []
+
+
+_SCRATCH = """import warp as wp
+
+
+@wp.kernel
+def step(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.sin(x[i])
+
+
+xs = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(4)]
+scratch = wp.zeros(4, dtype=float, requires_grad=True)
+tmp = [scratch for _ in range(3)]
+tape = wp.Tape()
+with tape:
+    for t in range(3):
+        wp.launch(step, dim=4, inputs=[xs[t]], outputs=[tmp[t]])
+        wp.launch(step, dim=4, inputs=[tmp[t]], outputs=[xs[t + 1]])
+tape.backward(grads={xs[3]: wp.ones(4, dtype=float)})
+"""
+
+
+@pytest.mark.parametrize(("tail", "safety"), [("", "safe"), ("print(scratch.numpy())\n", "none")])
+def test_a_scratch_buffer_repeated_by_a_comprehension_is_allocated_once_per_slot(tail: str, safety: str) -> None:
+    """`scratch = wp.zeros(...)`; `[scratch for _ in range(n)]` (WF103, at the comprehension): the allocation
+    moves into the comprehension when nothing else uses `scratch`; a later read of it keeps it (no fix)."""
+    from warpfix.engine import check_sources
+
+    code = _SCRATCH + tail
+    found = [f for f in check_sources({"main.py": code}).findings if f.rule in ("WF103", "WF104")]
+    assert [(f.rule, f.line) for f in found] == [("WF103", 12)]
+    assert found[0].fix.safety.value == safety
+    result = compute_edits({"main.py": code}, found)
+    if safety == "none":
+        assert not result.new_sources
+    else:
+        assert result.new_sources == {"main.py": code.replace(
+            "scratch = wp.zeros(4, dtype=float, requires_grad=True)\ntmp = [scratch for _ in range(3)]\n",
+            "tmp = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(3)]\n")}
 
 
 STORE_THEN_SCALE = src("""

@@ -13,7 +13,38 @@ from warpfix.rules._hazard_rule import HazardRule
 from warpfix.rules.base import Example, RuleDoc
 
 if TYPE_CHECKING:
+    from warpfix.model import Project
     from warpfix.model.facts import Event
+    from warpfix.model.source import SourceFile
+
+
+def _one_use_scratch(alias: Event, src: SourceFile | None) -> bool:
+    """For ``[x for _ in range(n)]``: ``x`` is a warp allocation (every array it holds fresh) bound once
+    in the comprehension's scope and used nowhere else there, so that allocating it once per slot instead
+    changes nothing the program reads elsewhere."""
+    node = alias.node
+    if src is None or not isinstance(node, ast.ListComp) or not isinstance(node.elt, ast.Name):
+        return False
+    if not alias.reads or not all(b.fresh and b.origin is not None for b in alias.reads):
+        return False
+    name = node.elt.id
+    scopes = src.enclosing_functions(node)
+    scope: ast.AST = scopes[0] if scopes else src.tree
+    stores = loads = 0
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Name) and n.id == name:
+            if isinstance(n.ctx, ast.Store):
+                stores += 1
+            else:
+                loads += 1
+        elif isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+            return False
+    binding = [a for a in ast.walk(scope) if isinstance(a, ast.Assign) and len(a.targets) == 1
+               and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name]
+    if stores != 1 or loads != 1 or len(binding) != 1 or not isinstance(binding[0].value, ast.Call):
+        return False
+    made = binding[0].value  # what allocated every array of the slot
+    return all(b.origin.path == src.path and b.origin.line == made.lineno for b in alias.reads)  # type: ignore[union-attr]
 
 
 def _allocated(alias: Event, events: Sequence[Event]) -> bool:
@@ -111,6 +142,10 @@ for it in range(3):
         )
     ]
 
+    def begin(self, project: Project) -> None:
+        super().begin(project)
+        self._files = project.files
+
     def report(self, hz: Hazard) -> Iterator[Finding]:
         alias = alias_event(hz, ("rebind",))
         if alias is None:
@@ -122,7 +157,7 @@ for it in range(3):
         source = source if isinstance(source, str) else alias.name_of(buf)
         read_name, write_name = hz.read.name, hz.write.name
         if alias.detail.get("repeat"):
-            made = _allocated(alias, hz.trace.events)
+            made = _allocated(alias, hz.trace.events) or _one_use_scratch(alias, self._files.get(alias.span.path))
             yield self.finding(
                 alias.span,
                 f"`{target}` makes every slot of the list one object `{source}`: later on one tape "

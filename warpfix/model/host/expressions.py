@@ -92,6 +92,11 @@ class Expressions:
             v.factory = (e.elt, {**frame.locals}, src)
             iters = [self.eval(gen.iter, frame) for gen in e.generators]
             gen = e.generators[0]
+            if (len(e.generators) == 1 and not gen.ifs and isinstance(e.elt, ast.Name)
+                    and e.elt.id not in {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}):
+                only = self.eval(e.elt, frame)  # ``[buf for _ in range(n)]``: every slot is the one ``buf``
+                if only.kind in ("array", "object"):
+                    self.repeat_alias(only, e, src)
             if len(e.generators) == 1 and not gen.ifs and iters[0].kind == "list":
                 over = self.dict_view(iters[0], "keys") if iters[0].label == DICT else iters[0]
                 if over.length is not None and over.length <= MAX_EAGER_COMPREHENSION:
@@ -295,11 +300,12 @@ class Expressions:
             return None
         return isinstance(test.ops[0], (ast.Eq, ast.Is))
 
-    def repeat_alias(self, only: Val, e: ast.BinOp, src: SourceFile) -> None:
-        """``[x] * n`` makes every slot one object: a ``rebind`` event whose reads are ``x``'s arrays,
-        including the attributes of ``x`` first used later (``states[t].particle_q``)."""
-        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(e.left.elts[0]),  # type: ignore[attr-defined]
-                                                 "repeat": True})
+    def repeat_alias(self, only: Val, e: ast.BinOp | ast.ListComp, src: SourceFile) -> None:
+        """``[x] * n`` (or ``[x for _ in range(n)]``) makes every slot one object: a ``rebind`` event whose
+        reads are ``x``'s arrays, including the attributes of ``x`` first used later
+        (``states[t].particle_q``)."""
+        source = e.elt if isinstance(e, ast.ListComp) else e.left.elts[0]  # type: ignore[attr-defined]
+        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(source), "repeat": True})
         todo, seen = [only], set()
         while todo:
             v = todo.pop()
