@@ -42,7 +42,8 @@ SHAPE = "tape-per-pass"
 class OneTapeOverPasses(FindingCommand):
     DESCRIPTION = "WF601: one tape over every pass of the frame loop (the per-pass `tape = wp.Tape()` hoisted)."
     RULES = ("WF601",)
-    DATA = {"loop": "the frame loop (dict with `line`)", "tape": "the tape's name"}
+    DATA = {"loop": "the frame loop (dict with `line`)", "tape": "the tape's name",
+            "setup_lines": "lines of untaped launches before the loop that set what it reads from a parameter"}
 
     def describe_missing(self) -> str:
         return "no `with <tape>:` block"
@@ -87,11 +88,44 @@ class OneTapeOverPasses(FindingCommand):
         if any(tape in self.code(s) for s in before):
             raise self.not_applicable(f"{tape} is used before the loop but not made in its block")
         made = creations[0]
+        setup = self._setup(before)
+        anchor = setup[0] if setup else loop
         if isinstance(made, cst.With):  # `with wp.Tape() as tape:`: the creation becomes a statement
-            self.insert_before(loop, [self.statement(f"{tape} = {self.code(made.items[0].item)}\n")])
+            self.insert_before(anchor, [self.statement(f"{tape} = {self.code(made.items[0].item)}\n")])
             self._drop_creation(made, tape)
         else:
-            self.move_before(made, loop)
+            self.move_before(made, anchor)
+        if setup:
+            self._record(setup, tape)
+
+    def _setup(self, before: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """The statements before the loop holding the finding's set-up launches (``setup_lines``): one run of
+        statements of the loop's own block, so that one ``with`` block can record them."""
+        lines = {int(n) for n in self.data["setup_lines"] or ()}
+        if not lines:
+            return []
+        at = [k for k, s in enumerate(before) if self.pos(s).start.line in lines]
+        found = {self.pos(before[k]).start.line for k in at}
+        if found != lines or at != list(range(at[0], at[-1] + 1)):
+            missing = ", ".join(str(n) for n in sorted(lines - found)) or "between them"
+            raise self.not_applicable(
+                f"the launches that set the first pass's state from a parameter (line {missing}) are not one run of "
+                "statements before the loop in its block: recording them on the tape is not mechanical")
+        return [before[k] for k in at]
+
+    def _record(self, setup: list[cst.BaseStatement], tape: str) -> None:
+        """``with <tape>:`` around the set-up statements (their comments and blank lines stay above it)."""
+        first = setup[0]
+        lead = getattr(first, "leading_lines", ())
+        body = [first.with_changes(leading_lines=()), *setup[1:]]  # type: ignore[call-arg]
+        block = self.statement(f"with {tape}:\n    pass\n")
+        assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
+        self.replace(first, block.with_changes(leading_lines=lead, body=block.body.with_changes(body=body)))
+        for stmt in setup[1:]:
+            self.remove(stmt)
+        self.context.scratch["summary"] = (
+            f"one tape over every pass; the set-up before the loop (line {self.pos(first).start.line}) recorded "
+            f"on `{tape}` too: it sets the first pass's state from a parameter")
 
     def _drop_creation(self, made: cst.BaseStatement, tape: str) -> None:
         """The pass no longer makes the tape: ``tape = wp.Tape()`` goes, ``with wp.Tape() as tape:`` becomes

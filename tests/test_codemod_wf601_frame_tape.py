@@ -192,3 +192,79 @@ def test_a_seed_the_window_overwrites_is_no_sum_of_the_windows() -> None:
     findings = [f for f in check_sources({"main.py": overwritten}).findings if f.rule == "WF601"]
     assert [f.data["seeds"] for f in findings] == [[]]
     assert COMMANDS["WF601"].from_finding(CodemodContext(), findings[0]).__class__ is HoistWindowTape
+
+
+SETUP = textwrap.dedent(
+    """\
+    import warp as wp
+
+
+    @wp.kernel
+    def launch_speed(v0: wp.array(dtype=float), q: wp.array(dtype=float)):
+        i = wp.tid()
+        q[i] = v0[0] * float(i)
+
+
+    @wp.kernel
+    def step(q: wp.array(dtype=float), out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = q[i] * q[i] * 0.5 + 0.1
+
+
+    @wp.kernel
+    def total(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, q[i])
+
+
+    def simulate(qs, v0):
+        # the initial state, from the trained launch speed
+        wp.launch(launch_speed, dim=4, inputs=[v0], outputs=[qs[0]])
+        for t in range(5):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(step, dim=4, inputs=[qs[t]], outputs=[qs[t + 1]])
+        return tape
+
+
+    v0 = wp.array([1.0], dtype=float, requires_grad=True)
+    qs = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(6)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    for it in range(3):
+        loss.zero_()
+        tape = simulate(qs, v0)
+        with tape:
+            wp.launch(total, dim=4, inputs=[qs[5]], outputs=[loss])
+        tape.backward(loss)
+        v0.assign(v0.numpy() - 0.1 * v0.grad.numpy())
+        tape.zero()
+    """
+)
+
+
+def test_the_set_up_launch_that_feeds_the_first_pass_from_a_parameter_is_recorded_on_the_one_tape() -> None:
+    """bola_toss (blind corpus): the initial velocity is launched from the trained parameter before the frame
+    loop, on no tape. One tape over the passes alone would still leave that parameter's gradient zero."""
+    (finding,) = [f for f in check_sources({"main.py": SETUP}).findings if f.rule == "WF601"]
+    assert finding.data["setup_lines"] == [24]
+    fixed = compute_edits({"main.py": SETUP}, [finding]).new_sources["main.py"]
+    assert fixed == SETUP.replace(
+        "    # the initial state, from the trained launch speed\n"
+        "    wp.launch(launch_speed, dim=4, inputs=[v0], outputs=[qs[0]])\n"
+        "    for t in range(5):\n"
+        "        tape = wp.Tape()\n",
+        "    tape = wp.Tape()\n"
+        "    # the initial state, from the trained launch speed\n"  # the set-up's comment stays on it
+        "    with tape:\n"
+        "        wp.launch(launch_speed, dim=4, inputs=[v0], outputs=[qs[0]])\n"
+        "    for t in range(5):\n")
+    assert not [f for f in check_sources({"main.py": fixed}).findings if f.rule == "WF601"]
+
+
+def test_a_set_up_launch_that_is_no_statement_of_the_loops_block_is_left_with_the_reason() -> None:
+    code = SETUP.replace("    wp.launch(launch_speed, dim=4, inputs=[v0], outputs=[qs[0]])\n",
+                         "    if v0.shape[0]:\n        wp.launch(launch_speed, dim=4, inputs=[v0], outputs=[qs[0]])\n")
+    (finding,) = [f for f in check_sources({"main.py": code}).findings if f.rule == "WF601"]
+    result = compute_edits({"main.py": code}, [finding])
+    assert not result.new_sources
+    assert "not one run of statements before the loop" in str(result.skipped)

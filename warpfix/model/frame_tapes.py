@@ -21,6 +21,10 @@ class TruncatedTape:
     reader: Event
     carried: list[Buffer]
     params: dict[int, Buffer]
+    # launches just before the loop, in its function call, that no tape records, which read an array with a
+    # gradient and write what the first pass reads on its tape (an initial state set from a parameter):
+    # with one tape over the passes they must be recorded too, or that parameter's gradient stays zero
+    setup: list[Event]
 
 
 def truncated_tape(trace: Trace, loop: Loop) -> TruncatedTape | None:
@@ -67,7 +71,29 @@ def _pair(trace: Trace, loop: Loop, w0: Window, w1: Window) -> TruncatedTape | N
     if carried is None:
         return None
     reader, bufs = carried
-    return TruncatedTape(begins0[0], backward, reader, bufs, params)
+    return TruncatedTape(begins0[0], backward, reader, bufs, params, _setup(events, w0.start, first, prefix))
+
+
+def _setup(events: list[Event], start: int, first: list[Event], prefix: tuple) -> list[Event]:
+    """The untaped launches right before the loop's first pass (see :attr:`TruncatedTape.setup`), in order:
+    the run of events of the loop's function call, outside the loop, back to the first event on a tape,
+    a backward, a call deeper or shallower, or a loop."""
+    head = first[0]
+    stack = head.call_stack
+    taped_reads = {b.root().id for e in first if e.recorded for b in e.reads}
+    found: list[Event] = []
+    for ev in reversed(events[:start]):
+        if ev.tapes or ev.kind in ("backward", "tape_begin", "tape_zero", "tape_reset"):
+            break
+        if ev.call_stack != stack or ev.loops != prefix:
+            break
+        if ev.kind != "launch":
+            continue
+        feeds = any(b.root().id in taped_reads for b in ev.writes)
+        from_param = any(b.root().requires_grad and b.root().grad_of is None for b in ev.reads)
+        if feeds and from_param:
+            found.append(ev)
+    return found[::-1]
 
 
 def _position(ev: Event, loop_id: int) -> int:

@@ -370,6 +370,7 @@ for it in range(5):
                 "backward_line": found.backward.span.line,
                 "carried": [found.reader.name_of(b) for b in found.carried],
                 "params": [p.label for p in found.params.values()],
+                "setup_lines": [e.span.line for e in found.setup if e.span.path == loop.span.path],
             },
             related=((loop.span, "frame loop"), (found.backward.span, "the one backward")),
         )
