@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
+from warpfix.model.tree_walks import (
+    definitions_in,
+    innermost_statement,
+    parents_of,
+    statements_in,
+    walk_nodes,
+    walk_with_parents,
+)
 
 if TYPE_CHECKING:
     from warpfix.model.facts import KernelDef
@@ -57,111 +65,6 @@ def _imports(nodes: list[ast.AST]) -> tuple[WarpNames, list[tuple[str, int, str 
     return warp, project
 
 
-def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
-    """All nodes (breadth-first, in ``ast.walk`` order) and each node's parent, in one pass. Reads
-    each node's ``_fields`` directly: ``ast.iter_child_nodes`` costs twice as much (two generators
-    per node), and this walk runs over every node of every file."""
-    nodes: list[ast.AST] = [tree]
-    parents: dict[int, ast.AST] = {}
-    append = nodes.append
-    for node in nodes:  # grows while it is read: breadth first
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        parents[id(child)] = node
-                        append(child)
-            elif isinstance(value, ast.AST):
-                parents[id(value)] = node
-                append(value)
-    return nodes, parents
-
-
-def parent_map(node: ast.AST) -> dict[int, ast.AST]:
-    """Each node's parent below ``node`` (by ``id`` of the node), as ``ast.walk`` and
-    ``ast.iter_child_nodes`` give it, from :func:`_walk`'s one pass."""
-    return _walk(node)[1]
-
-
-_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _statements(tree: ast.Module) -> list[ast.AST]:
-    """Every statement (and ``except`` handler and ``match`` case) in ``ast.walk`` order: breadth
-    first through the statement lists alone. Only statements hold statements, so leaving the
-    expressions out keeps the statements' relative order."""
-    nodes: list[ast.AST] = [tree]
-    append = nodes.append
-    for node in nodes:  # grows while it is read: breadth first
-        for name in node._fields:
-            if name in _BODIES:
-                for child in getattr(node, name, None) or ():
-                    append(child)
-    return nodes[1:]
-
-
-def _definitions(tree: ast.Module) -> dict[tuple[int, int], ast.AST]:
-    """Every ``def`` and ``class`` statement by its line and column, found through the statement
-    lists alone (a definition is a statement: no expression is visited)."""
-    out: dict[tuple[int, int], ast.AST] = {}
-    todo: list[ast.AST] = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[(node.lineno, node.col_offset)] = node
-        for name in _BODIES:
-            block = getattr(node, name, None)
-            if block:
-                todo.extend(block)
-    return out
-
-
-def _innermost_statement(block: list[ast.stmt], line: int) -> ast.stmt | None:
-    """The innermost statement of ``block`` (or of the statement lists nested in it) whose lines hold ``line``."""
-    for stmt in block:
-        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
-            for name in _BODIES:
-                for inner in getattr(stmt, name, None) or ():
-                    nested = inner.body if isinstance(inner, (ast.excepthandler, ast.match_case)) else [inner]
-                    found = _innermost_statement(nested, line)  # type: ignore[arg-type]
-                    if found is not None:
-                        return found
-            return stmt
-    return None
-
-
-def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
-    """:func:`_walk`'s nodes alone."""
-    nodes: list[ast.AST] = [tree]
-    append = nodes.append
-    for node in nodes:  # grows while it is read: breadth first
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        append(child)
-            elif isinstance(value, ast.AST):
-                append(value)
-    return nodes
-
-
-def _parents_of(nodes: list[ast.AST]) -> dict[int, ast.AST]:
-    """:func:`_walk`'s parents, from its nodes."""
-    parents: dict[int, ast.AST] = {}
-    for node in nodes:
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        parents[id(child)] = node
-            elif isinstance(value, ast.AST):
-                parents[id(value)] = node
-    return parents
-
-
 @dataclass
 class SourceFile:
     """A parsed file. Its syntax tree (and the node index built on it) can be released
@@ -199,7 +102,7 @@ class SourceFile:
             src = cls(path, text, tree, WarpNames(), [], module_name)
             src.indexed = False
             return src
-        nodes, parents = _walk(tree)
+        nodes, parents = walk_with_parents(tree)
         warp, project = _imports(nodes)
         src = cls(path, text, tree, warp, project, module_name)
         src._nodes, src._parents = nodes, parents
@@ -273,7 +176,7 @@ class SourceFile:
     def nodes(self) -> list[ast.AST]:
         """Every node of the tree in ``ast.walk`` order, computed once (rules walk trees often)."""
         if self._nodes is None:
-            self._nodes = _walk_nodes(self.tree)
+            self._nodes = walk_nodes(self.tree)
         return self._nodes
 
     @property
@@ -282,9 +185,9 @@ class SourceFile:
         parsed again after a release are only looked up)."""
         if self._parents is None:
             if self._nodes is None:
-                self._nodes, self._parents = _walk(self.tree)
+                self._nodes, self._parents = walk_with_parents(self.tree)
             else:
-                self._parents = _parents_of(self._nodes)
+                self._parents = parents_of(self._nodes)
         return self._parents
 
     def top_level(self, stmt: ast.AST) -> bool:
@@ -302,7 +205,7 @@ class SourceFile:
         if hit is not None and hit[0] is node:
             return hit[1]
         line = getattr(node, "lineno", None)
-        stmt = _innermost_statement(self.tree.body, line) if line is not None else None
+        stmt = innermost_statement(self.tree.body, line) if line is not None else None
         if stmt is None:
             return self.parents
         parents: dict[int, ast.AST] = {}
@@ -310,7 +213,7 @@ class SourceFile:
         nested = (ast.stmt, ast.excepthandler, ast.match_case)
         while todo:
             cur = todo.pop()
-            for name in cur._fields:  # as ``_walk``: ``ast.iter_child_nodes`` costs twice as much
+            for name in cur._fields:  # as ``walk_with_parents``: ``ast.iter_child_nodes`` costs twice as much
                 value = getattr(cur, name, None)
                 for child in value if value.__class__ is list else (value,):
                     if isinstance(child, ast.AST) and not isinstance(child, nested):
@@ -323,7 +226,7 @@ class SourceFile:
     def definition_at(self, line: int, column: int) -> ast.AST:
         """The function or class defined at ``line``/``column`` (its ``def``/``class`` keyword)."""
         if self._defs is None:
-            self._defs = _definitions(self.tree)
+            self._defs = definitions_in(self.tree)
         return self._defs[(line, column)]
 
     def enclosing_functions(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -342,7 +245,7 @@ class SourceFile:
         if hit is None:
             if self._nodes is None and all(type(t) is type and issubclass(t, ast.stmt) for t in types):
                 # statements only: found through the statement lists, no expression is visited
-                hit = [n for n in _statements(self.tree) if isinstance(n, types)]
+                hit = [n for n in statements_in(self.tree) if isinstance(n, types)]
             elif all(type(t) is type for t in types):  # plain classes: isinstance is issubclass of type()
                 groups = self._positions_by_class()
                 matching = [pos for cls, pos in groups.items() if issubclass(cls, types)]

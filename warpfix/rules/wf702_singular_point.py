@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model.kernel_flow import call_short_name, names_in
 from warpfix.model.reach import function_body_nodes, iter_taped
-from warpfix.model.source import SourceFile, parent_map
+from warpfix.model.source import SourceFile
+from warpfix.model.tree_walks import parent_map
 from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
