@@ -63,6 +63,19 @@ def test_a_hoist_of_backwards_that_are_no_running_sums_or_change_the_last_is_ref
     assert not ok and why in reason, reason
 
 
+def test_a_hoist_whose_later_iteration_still_fails_is_judged_on_the_last_window_against_the_one_backward() -> None:
+    """beam_lift (blind corpus): FD disagreed at the last window's backward (the episode loss on a truncated
+    tape) and agrees at the one backward that replaced the windows; a failure at the next iteration (another
+    bug the program had before the edit too, an intermediate's left-over adjoint) starts from other
+    parameters and is not compared."""
+    later = BackwardResult("main.py:32", 1.5, [_param("fail")], window=1)
+    after = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:32", 2.0, [_param("pass")]), later]))
+    ok, why = judge(_per_step(SUMS), after, ["WF601"])
+    assert ok and "FD agreement now passes at backward(s) 1" in why, why
+    still = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:32", 2.0, [_param("fail")]), later]))
+    assert not judge(_per_step(SUMS), still, ["WF601"])[0]
+
+
 def test_two_backwards_after_the_merge_or_another_fix_are_not_judged_on_the_last_loss() -> None:
     two = fd_summary(VerifyReport(backwards=[BackwardResult("main.py:32", 2.0, [_param("pass")])] * 2))
     assert not judge(_per_step(SUMS), two, ["WF601"])[0]

@@ -288,16 +288,22 @@ def _like_with_like(before: dict[str, Any], after: dict[str, Any], proof: str | 
     gb, ga = before.get("gradients") or [], after.get("gradients") or []
     seeded = _seeded(before, after)
     compared = [i for i in range(min(len(vb), len(va), len(gb), len(ga))) if i not in seeded]
+    # (backward before, backward after) that differentiate the same objective: the same index, or, where one
+    # backward after the windows replaced the windows' backwards of a running sum (WF601's hoist), the last
+    # window's (the episode loss, on its truncated tape) and the one after
+    pairs = [(i, i) for i in compared]
+    if len(va) == 1 and len(vb) > 1 and len(gb) == len(vb) and ga and not seeded and _running_sums(before):
+        pairs = [(len(vb) - 1, 0)]
     mended = []
-    for i in compared:
-        if va[i] == "fail" and vb[i] != "fail":
-            return False, f"FD still disagrees after the edit, at backward {i + 1} where it agreed before"
-        if va[i] == "fail":
-            common = set(gb[i]) & set(ga[i])
-            if not common or any(change(gb[i][n], ga[i][n]) > GRAD_RTOL for n in common):
-                return False, f"FD still disagrees after the edit, at backward {i + 1}, on a gradient the edit changed"
-        elif vb[i] == "fail" and va[i] == "pass":
-            mended.append(i + 1)
+    for i, j in pairs:
+        if va[j] == "fail" and vb[i] != "fail":
+            return False, f"FD still disagrees after the edit, at backward {j + 1} where it agreed before"
+        if va[j] == "fail":
+            common = set(gb[i]) & set(ga[j])
+            if not common or any(change(gb[i][n], ga[j][n]) > GRAD_RTOL for n in common):
+                return False, f"FD still disagrees after the edit, at backward {j + 1}, on a gradient the edit changed"
+        elif vb[i] == "fail" and va[j] == "pass":
+            mended.append(j + 1)
     if mended:
         return True, f"FD agreement now passes at backward(s) {', '.join(map(str, mended))}"
     if not proof:
@@ -310,7 +316,7 @@ def _like_with_like(before: dict[str, Any], after: dict[str, Any], proof: str | 
     if not healed:
         return False, ("FD still disagrees after the edit and agrees nowhere it disagreed before: the runtime checks "
                        "show a finding gone, not the gradient the program consumes right")
-    failing = [str(i + 1) for i in compared if va[i] == "fail"]
+    failing = [str(j + 1) for _, j in pairs if va[j] == "fail"]
     where = f", at backward(s) {', '.join(failing)}, on gradients the edit left unchanged" if failing else ""
     return True, (f"FD disagreed before the edit too{where} (the program's own disagreement); it now agrees at the "
                   f"backward(s) {', '.join(healed)} seeded by hand, and {proof}")
