@@ -80,7 +80,8 @@ class StateAlias(HazardRule):
     doc = RuleDoc(
         what=(
             "Flags a Python rebinding (`states[0] = states[-1]`, `cur = nxt`) that makes two state slots the same "
-            "array, when a later tape then reads the array under one name and overwrites it under the other."
+            "array, or a list whose slots are one object (`[make()] * n`, `[x] * n`, `[x for _ in range(n)]`), "
+            "when a later tape then reads the array under one name and overwrites it under the other."
         ),
         why=(
             "After `states[0] = states[-1]`, the next window's first substep reads the same array that its last "
@@ -101,7 +102,10 @@ for it in range(iters):
         use_instead="""
     states[0], states[-1] = states[-1], states[0]   # rotate: the carried data, distinct buffers
 """,
-        fix="Safe: rotating keeps the carried data in `states[0]` and gives the last slot a different buffer.",
+        fix=("Safe: rotating keeps the carried data in `states[0]` and gives the last slot a different buffer. "
+             "A list of one object gets one per slot: `[make() for _ in range(n)]` when `make()` only allocates, "
+             "and `x = wp.zeros(...)` used nowhere but in `[x for _ in range(n)]` moves into the comprehension; "
+             "an existing object has no automatic fix."),
     )
     _PREFIX = """
 import warp as wp
