@@ -298,8 +298,12 @@ class SourceFile:
     def warp_name(self, node: ast.AST) -> str | None:
         """The dotted path below ``warp`` that ``node`` refers to, e.g. ``"where"`` for ``wp.where``,
         ``"types.float32"`` for ``wp.types.float32``; None when it is not a warp name."""
+        if node.__class__ is ast.Name:  # a look-up: the module alias itself, or a name imported from warp
+            name = node.id  # type: ignore[attr-defined]
+            modules = self.warp.modules
+            return modules[name] if name in modules else self.warp.names.get(name)
         if not isinstance(node, ast.Attribute):
-            return self._warp_name(node)  # a name: as cheap as a look-up
+            return None
         hit = self._warp_names.get(id(node))
         if hit is None or hit[0] is not node:
             hit = self._warp_names[id(node)] = (node, self._warp_name(node))
