@@ -37,13 +37,18 @@ NEWTON_EXTRA = {"bear": ["--sim-steps", "2"]}
 WARP = [
     ("optim/example_particle_repulsion.py", ["--num-frames", "3", "--device", "cpu"]),
     ("optim/example_diffray.py", ["--train-iters", "2", "--headless", "--device", "cpu"]),
-    ("optim/example_fluid_checkpoint.py", ["--train-iters", "2", "--headless", "--device", "cpu"]),
-    ("optim/example_fluid_checkpoint_custom_backward.py", ["--train-iters", "2", "--headless", "--device", "cpu"]),
+    # the default 1000 frames on a 128x128 grid run for over ten minutes on the CPU
+    ("optim/example_fluid_checkpoint.py",
+     ["--train-iters", "2", "--num-frames", "8", "--pressure-iterations", "10", "--headless", "--device", "cpu"]),
+    ("optim/example_fluid_checkpoint_custom_backward.py",
+     ["--train-iters", "2", "--num-frames", "8", "--pressure-iterations", "10", "--segment-size", "4", "--headless",
+      "--device", "cpu"]),
     ("optim/example_navier_stokes_perturbation.py",
      ["--train-iters", "2", "--spin-up-steps", "5", "--lead-steps", "5", "--headless", "--device", "cpu"]),
     ("fem/example_elastic_shape_optimization.py", ["--num-iters", "2", "--headless", "--device", "cpu"]),
     ("fem/example_darcy_ls_optimization.py", ["--num-iters", "2", "--resolution", "25", "--headless", "--device", "cpu"]),
-    ("fem/example_cantilever_topology_optimization.py", ["--max-evals", "2", "--headless", "--device", "cpu"]),
+    ("fem/example_cantilever_topology_optimization.py",
+     ["--max-evals", "2", "--nx", "8", "--ny", "4", "--headless", "--device", "cpu"]),
 ]
 
 
