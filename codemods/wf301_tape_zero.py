@@ -34,6 +34,10 @@ Strategies, tried in this order (the applied one is named in the report):
   ``return x.grad``): at each call ``g = f(...)``, ``g.zero_()`` after the last read of ``g``
   (``g`` is the gradient array itself; a copy before returning would change what the caller
   holds, so it is not made);
+* **zero between the backwards** (finding data ``earlier_line``, the earlier backward in the same
+  block: ``tape.backward(objective)``, a read of the gradient, ``tape.backward(volume)``, the second
+  replaying the first's recording), when no strategy above applies: ``<tape>.zero()`` after the
+  last statement between the two that reads a gradient;
 * **zero after the earlier backward's consumer** (finding data ``earlier_line``: the gradient left
   over comes from another backward of the same file, e.g. a gradient check's own local tape run
   once before training), when no strategy above applies at the finding's backward: that earlier
@@ -72,6 +76,7 @@ import libcst as cst
 from codemods._base import NotApplicable
 from codemods._cst import call_name, dotted, target_names
 from codemods._zero_callers import CallerZero
+from warpfix.model.grad_reads import cst_grad_locals, cst_reads_grad
 
 
 class ZeroTape(CallerZero):
@@ -257,10 +262,33 @@ class ZeroTape(CallerZero):
         if func is None or loop is not None and any(a is func for a in self.ancestors(loop)):
             return False
         tape = self.code(calls[0].func.value)
+        if self._zero_between_backwards(self.statement_of(calls[0]), tape):
+            return True
         if not self._zero_after_consumer(self.statement_of(calls[0]), func, tape):
             return False
         self.summary(f"zero after the earlier backward's consumer: the gradient left over comes from the backward "
                      f"at line {line}; `{tape}.zero()` after its last gradient read in {func.name.value}()")
+        return True
+
+    def _zero_between_backwards(self, earlier: cst.BaseStatement, tape: str) -> bool:
+        """Two backwards of one tape in one block (``tape.backward(objective)`` ... ``tape.backward(volume)``,
+        the second replaying the first's recording): ``<tape>.zero()`` after the last statement between them
+        that reads a gradient, where the first one's gradient is done with."""
+        block = list(self.block_of(earlier))
+        later = [s for s in block if self.pos(s).start.line <= (self.line or 0) <= self.pos(s).end.line]
+        if earlier not in block or len(later) != 1 or block.index(later[0]) <= block.index(earlier):
+            return False
+        between = block[block.index(earlier) + 1:block.index(later[0])]
+        if any(self._calls(s, tape, ("zero", "reset")) for s in between):
+            raise self.not_applicable(f"{tape} is already zeroed between the two backwards")
+        names = cst_grad_locals(block)
+        readers = [s for s in between if cst_reads_grad(s, names)]
+        if not readers:
+            return False
+        self.insert_after(readers[-1], [self.statement(f"{tape}.zero()\n")])
+        self.summary(f"zero between the backwards: `{tape}.zero()` after the last gradient read (line "
+                     f"{self.pos(readers[-1]).start.line}) between the backward at line {self.pos(earlier).start.line} "
+                     f"and this one, which replays the same recording")
         return True
 
     def _class_sets(self, func: cst.FunctionDef | None, attr: cst.Attribute) -> bool:

@@ -215,6 +215,27 @@ def test_planted_missing_zero_is_fixed_where_the_gradient_is_consumed(
     assert fixed.count(stmt) == buggy.count(stmt) + 1
 
 
+def test_two_losses_differentiated_on_one_tape_are_zeroed_between_the_backwards(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warp's cantilever topology optimization (the mutation bench's drop-zero mutant): the compliance and
+    the volume are differentiated on one tape in turn, the first gradient copied out in between. Without the
+    ``tape.zero()`` between them, the second backward (it replays the same recording) adds the volume
+    gradient onto the compliance gradient still in ``raw.grad``. Found at the second backward; the zero goes
+    back after the first gradient's read, the unmutated program again."""
+    name = "example_cantilever_topology_optimization.py"
+    original = _package_file("warp", f"examples/fem/{name}")
+    read = "        objective_gradient = self.raw.grad.numpy().astype(np.float64)\n"
+    buggy = _mutate(original, read + "        tape.zero()\n", read)
+    second = _line(buggy, "tape.backward(volume_loss_value)")
+    assert [f for f in _errors(_check(original, LibraryIndex())) if f[0] == "WF301"] == []
+    (tmp_path / name).write_text(buggy, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [(e.finding.line, e.kept) for e in result.edits] == [(second, True)], [e.reason for e in result.edits]
+    assert "zero between the backwards" in result.edits[0].reason
+    assert next(iter(result.changed.values())) == original
+
+
 def test_a_returned_gradient_is_zeroed_at_its_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``return tape.gradients[w]`` consumed by the caller's update: found at the backward, fixed by
     ``g.zero_()`` after the caller's last use of ``g``; the fixed program has no finding (apply twice is a

@@ -252,7 +252,7 @@ for it in range(20):
                 )
                 continue
             stale = []
-            leaves = _leaves(events, ev.tape, _recording_start(events, idx, ev.tape), idx)
+            leaves = _leaves(events, ev.tape, _replayed_from(events, idx, ev.tape), idx)
             for pid, buf in leaves.items():
                 st = states.get(pid)
                 if st is None or st.backward is None or st.consumed is None or st.zeroed is not None:
@@ -372,6 +372,17 @@ def _rerecorded(events: list[Event], idx: int, tape: int) -> tuple[Event, Event]
     old_outputs = {b.root().id for e in old for b in outputs(e)}
     shared = [e for e in new if old_outputs & {b.root().id for b in (*outputs(e), *e.reads)}]
     return (old[0], events[prev]) if shared and not exclusive(events[prev], events[idx]) else None
+
+
+def _replayed_from(events: list[Event], idx: int, tape: int) -> int:
+    """Index of the first recording the backward at ``idx`` replays: Warp's ``backward`` keeps what the tape
+    recorded, so a backward with nothing recorded since the previous one (a second loss differentiated on one
+    tape: ``tape.backward(objective)`` ... ``tape.backward(volume)``) replays that one's recording again."""
+    start = _recording_start(events, idx, tape)
+    while start > 0 and events[start - 1].kind == "backward" and not any(
+            tape_of(e) == tape and e.kind in DIFFERENTIABLE for e in events[start:idx]):
+        start = _recording_start(events, start - 1, tape)
+    return start
 
 
 def _recording_start(events: list[Event], idx: int, tape: int) -> int:
