@@ -227,6 +227,27 @@ def test_judge_by_the_arrays_the_integrity_check_names(after: dict, kept: bool, 
     assert not ok  # not an overwrite fix: FD must judge it
 
 
+def test_the_integrity_key_tells_the_overwrite_an_edit_removed_from_the_programs_own_of_the_same_family() -> None:
+    """navier_stokes (a held-out mutant of the mutation bench): its FFT overwrites ``psi`` on purpose, and the
+    planted ``psi.zero_()`` after the stage that read it overwrites it too. The fresh-array fix removes the
+    zero; the runtime check must still tell that one apart, or the chaotic program's fix is never proven."""
+    from warpfix.acceptance import fd_summary
+    from warpfix.verify.report import make_finding
+
+    def run(*ops: tuple[str, str]) -> dict:
+        findings = [make_finding("WF902", "main.py", 618, "overwrite", {"family": "psi", "writer": w, "read_by": r})
+                    for w, r in ops]
+        return {**fd_summary(VerifyReport(backwards=[], findings=findings)), "verdict": "unreliable", "losses": [3.0]}
+
+    own = ("array.zero_", "launch of kernel fft_tiled")  # the Poisson solve's own reset, read by its own FFT
+    planted = ("array.zero_", "launch of kernel rk3_substep")
+    before, after = run(own, planted), run(own)
+    assert before["integrity_arrays"] == ["WF902 psi by the array.zero_ after the launch of kernel fft_tiled",
+                                          "WF902 psi by the array.zero_ after the launch of kernel rk3_substep"]
+    ok, why = judge(before, after, ["WF105"])
+    assert ok and "removed WF902 psi by the array.zero_ after the launch of kernel rk3_substep and added none" in why, why
+
+
 @pytest.mark.parametrize(
     ("after", "rules", "kept"),
     [

@@ -307,3 +307,16 @@ def test_the_fd_budget_floor_is_verify_s_default_or_what_the_command_line_gives(
     given = json.loads(out.stdout)
     assert out.returncode == 0, out.stderr
     assert given["probe_seconds"]["fd_budget"] == pytest.approx(42.0)
+
+
+def test_a_reset_after_a_copy_read_it_is_no_overwrite_the_backward_sees(tmp_path):
+    """The copy's adjoint adds into the source's gradient without reading the source: resetting `x` after
+    `wp.clone(x)` changes nothing the backward replays (a WF105 fix hands the reader a clone and keeps the
+    reset). The reader reading `x` itself is the overwrite."""
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "verify_programs" / "clone_then_reset.py", tmp_path / "prog.py")
+    clean = run_verify([sys.executable, "prog.py"], cwd=str(tmp_path), timeout=120)
+    assert "WF902" not in {f.rule for f in clean.findings}, [f.message for f in clean.findings]
+    buggy = run_verify([sys.executable, "prog.py", "--bug"], cwd=str(tmp_path), timeout=120)
+    assert "WF902" in {f.rule for f in buggy.findings}

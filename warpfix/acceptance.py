@@ -145,11 +145,16 @@ def _backward_verdict(verdicts: Sequence[str]) -> str:
 
 
 def _integrity_key(rule: str, data: dict[str, Any]) -> str:
-    """``WF902 x`` for a finding about array (family) ``x``: the same whatever line an edit moved it to."""
+    """``WF902 x`` for a finding about array (family) ``x``, with the operations where the finding names them
+    (``WF902 psi by the array.zero_ after the launch of kernel rk3_substep``): the same whatever line an edit
+    moved them to, and apart from the program's other overwrites of that family (navier_stokes's Poisson
+    solve zeroes and rewrites ``psi`` on purpose)."""
     what = data.get("family") or data.get("array")
     if not what and data.get("kernel"):
         what = f"{data['kernel']}({data['argument']})" if data.get("argument") else str(data["kernel"])
-    return f"{rule} {what or '?'}"
+    ops = (f" by the {data['writer']}" if data.get("writer") else "") + (
+        f" after the {data['read_by']}" if data.get("read_by") else "")
+    return f"{rule} {what or '?'}{ops}"
 
 
 def judge(before: dict[str, Any], after: dict[str, Any], rules: Sequence[str] = ()) -> tuple[bool, str]:

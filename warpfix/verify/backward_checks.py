@@ -217,10 +217,14 @@ class BackwardChecks:
             info.name = self.name_of(info.arr, frame) or info.name
 
     def check_integrity(self, tape: Any, taped_ops: list[Op], path: str, line: int, frame: Any) -> None:
-        """WF902: arrays a taped launch read (and did not write) must be unchanged when backward starts."""
+        """WF902: arrays a taped launch read (and did not write) must be unchanged when backward starts. A
+        copy's source may change: the copy's adjoint only adds the destination's gradient into the source's,
+        it never reads the values (``wp.clone(x)`` handed to a reader, then ``x.zero_()``)."""
         current: dict[int, int] = {}
         with self.paused():
             for op in taped_ops:
+                if op.kind == "copy":
+                    continue
                 for info in op.reads:
                     if info in op.writes or info.order not in op.read_hash:
                         continue
@@ -257,6 +261,7 @@ class BackwardChecks:
                         ("WF902", culprit.path, culprit.line, culprit.label, fam),
                         classified_as=self.overwrite_shape(culprit, info, tape), library=culprit.library,
                         array=info.name, family=fam, reader=f"{op.path}:{op.line}", backward=f"{path}:{line}",
+                        writer=culprit.label, read_by=op.label,
                     )  # fmt: skip
 
     def family_of(self, info: ArrayInfo) -> str:
