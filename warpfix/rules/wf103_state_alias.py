@@ -31,7 +31,8 @@ def _one_use_scratch(alias: Event, src: SourceFile | None) -> bool:
     scopes = src.enclosing_functions(node)
     scope: ast.AST = scopes[0] if scopes else src.tree
     stores = loads = 0
-    for n in ast.walk(scope):
+    binding: list[ast.Assign] = []
+    for n in ast.walk(scope):  # one pass: the name's uses, and the one plain assignment that binds it
         if isinstance(n, ast.Name) and n.id == name:
             if isinstance(n.ctx, ast.Store):
                 stores += 1
@@ -39,8 +40,9 @@ def _one_use_scratch(alias: Event, src: SourceFile | None) -> bool:
                 loads += 1
         elif isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
             return False
-    binding = [a for a in ast.walk(scope) if isinstance(a, ast.Assign) and len(a.targets) == 1
-               and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name]
+        elif (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+              and n.targets[0].id == name):
+            binding.append(n)
     if stores != 1 or loads != 1 or len(binding) != 1 or not isinstance(binding[0].value, ast.Call):
         return False
     made = binding[0].value  # what allocated every array of the slot
