@@ -79,6 +79,11 @@ from codemods._zero_callers import CallerZero
 from warpfix.model.grad_reads import cst_grad_locals, cst_reads_grad
 
 
+def _flag(value: object) -> bool:
+    """A data flag set, given as a bool (findings) or as text (the command line)."""
+    return value in (True, "true", "True", "1")
+
+
 class ZeroTape(CallerZero):
     DESCRIPTION = "WF301: zero (or reset) the tape's gradients once per optimizer iteration."
     RULES = ("WF301",)
@@ -115,8 +120,8 @@ class ZeroTape(CallerZero):
         func = self.enclosing(call, cst.FunctionDef)
         if func is not None and loop is not None and not any(a is func for a in self.ancestors(loop)):
             loop = None  # a loop around the whole function definition is no loop of this backward
-        rerecorded = self.data["rerecorded"] in (True, "true", "True", "1")
-        if self.data["arrays_only"] in (True, "true", "True", "1"):
+        rerecorded = _flag(self.data["rerecorded"])
+        if _flag(self.data["arrays_only"]):
             return self._zero_before(stmt, self._arrays(), func)
         if rerecorded:
             if loop is not None:
