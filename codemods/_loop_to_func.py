@@ -33,8 +33,8 @@ import ast
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor
 
+from codemods._imports import need_typing_any
 from warpfix.model.loop_fix import NotExtractable, loop_signature
 
 if TYPE_CHECKING:
@@ -67,6 +67,6 @@ def loop_into_func(cmd: StaticLoopBound, kernel: cst.FunctionDef, loop: cst.For)
     call = cmd.statement(f"{returned} = {name}({', '.join(inputs)})\n")
     cmd.replace(loop, call.with_changes(leading_lines=loop.leading_lines))
     cmd.insert_definitions(kernel, [func])
-    AddImportsVisitor.add_needed_import(cmd.context, "typing", "Any")
+    need_typing_any(cmd)
     return (f"loop into a @{alias}.func: the loop at line {at} is now {name}(), which returns {returned}; the "
             "kernel's code after it uses the returned value, whose adjoint the function's backward computes")

@@ -21,10 +21,10 @@ copy statement.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor
 
 from codemods._base import FindingCommand
 from codemods._cst import call_name, is_warp_call, positional
+from codemods._imports import need_typing_any
 from codemods.wf101_copy_rebind import _copy_operands
 
 KERNEL = "copy_array"
@@ -88,4 +88,4 @@ class CopyKernel(FindingCommand):
             f"{indent}i = {alias}.tid()\n{indent}dst[i] = src[i]\n"
         )
         self.insert_definitions(top, [kernel])
-        AddImportsVisitor.add_needed_import(self.context, "typing", "Any")
+        need_typing_any(self)

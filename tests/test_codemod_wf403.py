@@ -194,7 +194,7 @@ def test_a_loop_whose_bound_cannot_be_static_becomes_a_func() -> None:
     new, why = _fix({"sim.py": SHADE}, _finding(22, loop_line=17, after_loop=True))
     func = ("@wp.func\ndef _shade_loop(lights: Any, normals: Any, i: Any, lambert: Any):\n"
             + SHADE_LOOP + "    return lambert\n")
-    want = (SHADE.replace("import warp as wp\n", "import warp as wp\nfrom typing import Any\n")
+    want = (SHADE.replace("import warp as wp\n", "from typing import Any\n\nimport warp as wp\n")
             .replace(SHADE_LOOP, "    lambert = _shade_loop(lights, normals, i, lambert)\n")
             .replace("@wp.kernel\n", func + "\n\n@wp.kernel\n"))
     assert new == {"sim.py": want}, new.get("sim.py")
@@ -202,6 +202,43 @@ def test_a_loop_whose_bound_cannot_be_static_becomes_a_func() -> None:
     assert "# lambertian lighting\n    lambert = _shade_loop(" in new["sim.py"]  # the comment stays with the call
     again, _ = _fix(new, _finding(22, loop_line=17, after_loop=True))
     assert again == {}  # nothing left to move: the line now reads the call's value
+
+
+@pytest.mark.parametrize(
+    ("imports", "want"),
+    [
+        # the standard-library group: after its straight imports and the from-imports that sort before typing
+        ("import os\nimport sys\n\nimport warp as wp\n",
+         "import os\nimport sys\nfrom typing import Any\n\nimport warp as wp\n"),
+        ("import math\nfrom dataclasses import dataclass\nfrom pathlib import Path\n\nimport warp as wp\n",
+         "import math\nfrom dataclasses import dataclass\nfrom pathlib import Path\nfrom typing import Any\n\n"
+         "import warp as wp\n"),
+        ("import os\nfrom warnings import warn\n\nimport warp as wp\n",
+         "import os\nfrom typing import Any\nfrom warnings import warn\n\nimport warp as wp\n"),
+        ("from warnings import warn\n\nimport warp as wp\n",
+         "from typing import Any\nfrom warnings import warn\n\nimport warp as wp\n"),
+        # no standard-library import: a group of its own, after `from __future__` and the module's comments
+        ('"""Doc."""\n\nfrom __future__ import annotations\n\n# deps\nimport numpy as np\nimport warp as wp\n',
+         '"""Doc."""\n\nfrom __future__ import annotations\n\n# deps\nfrom typing import Any\n\n'
+         "import numpy as np\nimport warp as wp\n"),
+        # an existing `from typing import ...` takes the name; one that already has it is left alone
+        ("from typing import TYPE_CHECKING\n\nimport warp as wp\n",
+         "from typing import TYPE_CHECKING, Any\n\nimport warp as wp\n"),
+        ("from typing import Any, Optional\n\nimport warp as wp\n",
+         "from typing import Any, Optional\n\nimport warp as wp\n"),
+        ("from typing import (\n    TYPE_CHECKING,\n    Optional,\n)\n\nimport warp as wp\n",
+         "from typing import (\n    TYPE_CHECKING,\n    Any,\n    Optional,\n)\n\nimport warp as wp\n"),
+        ("from typing import Optional, cast\n\nimport warp as wp\n",
+         "from typing import Any, Optional, cast\n\nimport warp as wp\n"),
+    ],
+)
+def test_the_typing_import_goes_where_isort_puts_it(imports: str, want: str) -> None:
+    """ruff's I001 stays quiet on a file whose imports were sorted before the rewrite."""
+    source = SHADE.replace("import warp as wp\n", imports)
+    lines = source.splitlines()
+    use, loop = lines.index("    image[i] = lambert * color") + 1, lines.index("    for j in range(lights.n):") + 1
+    new, _ = _fix({"sim.py": source}, _finding(use, loop_line=loop, after_loop=True))
+    assert new["sim.py"].split("\n\n\n@wp.struct")[0] + "\n" == want, new["sim.py"][:200]
 
 
 def test_a_kernel_made_by_a_factory_keeps_its_loop() -> None:

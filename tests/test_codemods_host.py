@@ -582,8 +582,9 @@ class TestCopyKernel(CodemodTest):
                     wp.launch(k, dim=4, inputs=[x], outputs=[z])
         """
         after = """
-            import warp as wp
             from typing import Any
+
+            import warp as wp
 
 
             @wp.kernel

@@ -2,9 +2,10 @@
 
 Sleeping particles keep their positions, so each step starts from a copy of the current state."""
 
+from typing import Any
+
 import numpy as np
 import warp as wp
-from typing import Any
 
 N = 24
 STEPS = 20

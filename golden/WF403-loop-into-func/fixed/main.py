@@ -2,9 +2,10 @@
 whose count is set at run time, so the Lambert sum over them is a dynamic loop (the shape of
 Warp's own diffray example)."""
 
+from typing import Any
+
 import numpy as np
 import warp as wp
-from typing import Any
 
 PIXELS = 16
 
