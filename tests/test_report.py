@@ -191,6 +191,23 @@ def test_github_escaping_severity_and_multiline_spans() -> None:
     assert errors == "::error file=bad.py,title=warpfix%3A file not checked::invalid%0Asyntax\n"
 
 
+# -- gitlab -------------------------------------------------------------------------------------
+
+
+def test_gitlab_code_quality_issues() -> None:
+    """Severity mapped to GitLab's; the fingerprint survives a line move and tells identical findings apart."""
+    from warpfix.report.gitlab import render_gitlab
+
+    findings = [make(), make(line=9, end_line=9), make(severity=Severity.ERROR, message="other")]
+    issues = json.loads(render_gitlab(findings))
+    assert [i["severity"] for i in issues] == ["minor", "major", "minor"]
+    assert issues[0]["location"] == {"path": "sim.py", "lines": {"begin": 6, "end": 6}}
+    assert issues[0]["description"] == f"WF702 {findings[0].message}" and issues[0]["check_name"] == "WF702"
+    assert len({i["fingerprint"] for i in issues}) == 3
+    moved = json.loads(render_gitlab([make(line=30, end_line=30)]))
+    assert moved[0]["fingerprint"] == issues[0]["fingerprint"]
+
+
 # -- diffs --------------------------------------------------------------------------------------
 
 
@@ -245,7 +262,15 @@ def test_render_dispatches_every_format() -> None:
     sarif = json.loads(render("sarif", result, warp_version="1.19.0", sources=sources))
     assert sarif["runs"][0]["results"][0]["ruleId"] == "WF702"
     assert render("github", result, warp_version="1.19.0").startswith("::warning file=sim.py")
-    assert set(FORMATS) == {"text", "json", "sarif", "github"}
+    full = render("full", result, warp_version="1.19.0", sources=sources)
+    assert full == render("text", result, warp_version="1.19.0", sources=sources)
+    concise = render("concise", result, warp_version="1.19.0", sources=sources)
+    assert concise.splitlines()[0] == full.splitlines()[0] and "^" not in concise and "help:" not in concise
+    assert "\nFound 1 finding in 1 file." in concise
+    (line,) = render("json-lines", result, warp_version="1.19.0").splitlines()
+    assert json.loads(line) == make().to_json()
+    assert json.loads(render("gitlab", result, warp_version="1.19.0"))[0]["check_name"] == "WF702"
+    assert set(FORMATS) == {"text", "full", "concise", "json", "json-lines", "sarif", "github", "gitlab"}
     with pytest.raises(ValueError, match="unknown output format"):
         render("xml", result, warp_version="1.19.0")
 

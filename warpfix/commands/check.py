@@ -127,7 +127,7 @@ def check_once(args: argparse.Namespace, config: ProjectConfig, paths: list[str]
     with report_stream(args) as out:
         if args.statistics:
             text = statistics(result.findings, args.format)
-        elif args.format == "text":
+        elif args.format in ("text", "full", "concise"):
             text = _text(args, result, use_color(args, out))
         else:
             from warpfix.report import render
@@ -147,7 +147,7 @@ def _text(args: argparse.Namespace, result, color: bool) -> str:
 
     return render_text(
         result.findings, errors=result.errors, sources=result.sources, files_checked=result.files_checked,
-        color=color, skipped=result.skipped, quiet=args.quiet, show_errors=False,
+        color=color, skipped=result.skipped, quiet=args.quiet, show_errors=False, concise=args.format == "concise",
     )
 
 

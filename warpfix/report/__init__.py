@@ -1,4 +1,5 @@
-"""Output formats: text (rich), json, sarif, github annotations; unified diffs in ``diff``."""
+"""Output formats: text (rich; ``full``) or one line per finding (``concise``), json and json-lines, sarif,
+github annotations, gitlab code quality; unified diffs in ``diff``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ __all__ = [
     "unified_diff",
 ]
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "gitlab")
 
 
 def render(
@@ -33,13 +34,15 @@ def render(
 ) -> str:
     """Render a check result in one of :data:`FORMATS` and return the text to print.
 
-    - ``text``: one block per finding (``path:line:col: WFnnn [*] message``, the source line
-      with the span underlined, notes and the fix), then a summary; ``color`` adds ANSI styles.
+    - ``text`` (or ``full``, ruff's name): one block per finding (``path:line:col: WFnnn [*] message``, the
+      source line with the span underlined, notes and the fix), then a summary; ``color`` adds ANSI styles.
+    - ``concise``: the first line of each block only, then the summary.
     - ``json``: ``{"version": 1, "warp_version": ..., "findings": [...], "errors": [...],
-      "files_checked": N}``.
+      "files_checked": N}``; ``json-lines``: one finding object per line (no document around them).
     - ``sarif``: a SARIF 2.1.0 log with every rule's doc, one result per finding and the
       fix's replacements; URIs relative to ``root`` (default: the current directory).
     - ``github``: one ``::error``/``::warning``/``::notice`` workflow command per finding.
+    - ``gitlab``: a GitLab Code Quality report (a JSON list of issues).
 
     ``sources`` maps paths to file contents (the checked files): the text format shows
     lines from it and SARIF computes fixes from it; files missing from it are read from disk.
@@ -50,11 +53,12 @@ def render(
     """
     findings = list(result.findings)
     errors = list(result.errors)
-    if fmt == "text":
+    if fmt in ("text", "full", "concise"):
         from warpfix.report.text import render_text
 
         return render_text(
-            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color
+            findings, errors=errors, sources=sources, files_checked=result.files_checked, color=color,
+            concise=fmt == "concise",
         )
     if fmt == "json":
         from warpfix.report.json_out import render_json
@@ -63,6 +67,14 @@ def render(
             findings, warp_version=warp_version, errors=errors, files_checked=result.files_checked,
             sources=sources,
         )
+    if fmt == "json-lines":
+        from warpfix.report.json_out import render_json_lines
+
+        return render_json_lines(findings, sources=sources)
+    if fmt == "gitlab":
+        from warpfix.report.gitlab import render_gitlab
+
+        return render_gitlab(findings, sources=sources)
     if fmt == "sarif":
         from warpfix.report.sarif import render_sarif
 

@@ -6,6 +6,8 @@ Shape (stable, ``version`` bumps on incompatible changes)::
      "findings": [Finding.to_json(), ...],
      "errors": [{"path": "bad.py", "message": "invalid syntax (line 3)"}]}
 
+``--format json-lines`` writes the findings only, one ``Finding.to_json()`` object per line.
+
 A finding in a notebook has ``"cell": N`` (1-based, among all cells) and lines inside that cell.
 """
 
@@ -61,6 +63,10 @@ def render_json(
     doc = json_document(findings, warp_version=warp_version, errors=errors, files_checked=files_checked,
                         sources=sources)
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
+def render_json_lines(findings: Sequence[Finding], *, sources: Mapping[str, str] | None = None) -> str:
+    return "".join(json.dumps(_finding(f, sources or {})) + "\n" for f in sorted_findings(findings))
 
 
 def strict_json(value: Any) -> Any:

@@ -147,6 +147,7 @@ def render_text(
     skipped: Mapping[str, int] | None = None,
     quiet: bool = False,
     show_errors: bool = True,
+    concise: bool = False,
 ) -> str:
     """The report as a string; with ``color`` it carries ANSI styles for a terminal.
 
@@ -154,7 +155,7 @@ def render_text(
     disk, and a finding whose line cannot be read is shown without a snippet. ``skipped``
     (reason -> count) adds a line to the summary; ``quiet`` leaves the summary out;
     ``show_errors=False`` leaves the input errors' lines to the caller (who prints them on
-    stderr), the summary still counts them.
+    stderr), the summary still counts them. ``concise`` prints each finding's first line only.
     """
     buf = io.StringIO()
     console = Console(
@@ -172,6 +173,8 @@ def render_text(
     cache = _SourceCache(sources)
     for finding in shown:
         console.print(_header(finding))
+        if concise:
+            continue
         line = cache.line(finding.path, finding.line)
         if line is not None:
             for row in _snippet(finding, line):
