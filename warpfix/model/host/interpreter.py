@@ -9,6 +9,7 @@ from collections.abc import Callable
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, EventKind, KernelDef, Loop, TapeScope, Trace
 from warpfix.model.host.calls import Calls
+from warpfix.model.host.classes import Classes
 from warpfix.model.host.expressions import Expressions
 from warpfix.model.host.library_calls import LibraryCalls
 from warpfix.model.host.limits import MAX_EVENTS
@@ -22,7 +23,7 @@ from warpfix.model.project_files import ModuleResolver, ProjectKernels
 from warpfix.model.source import SourceFile
 
 
-class HostInterpreter(Statements, Expressions, Calls, LibraryCalls, WarpApi):
+class HostInterpreter(Statements, Expressions, Calls, Classes, LibraryCalls, WarpApi):
     """Runs roots of a project symbolically and collects :class:`Trace` objects."""
 
     def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile],
