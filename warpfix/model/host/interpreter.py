@@ -14,6 +14,7 @@ from warpfix.model.host.expressions import Expressions
 from warpfix.model.host.library_calls import LibraryCalls
 from warpfix.model.host.limits import MAX_EVENTS
 from warpfix.model.host.linker import ProjectLinks
+from warpfix.model.host.loops import Loops
 from warpfix.model.host.statements import Statements
 from warpfix.model.host.syntax import _is_static, _text
 from warpfix.model.host.values import Val, Varies, _Budget, _Frame, _normalise_index, _Return
@@ -23,7 +24,7 @@ from warpfix.model.project_files import ModuleResolver, ProjectKernels
 from warpfix.model.source import SourceFile
 
 
-class HostInterpreter(Statements, Expressions, Calls, Classes, LibraryCalls, WarpApi):
+class HostInterpreter(Statements, Loops, Expressions, Calls, Classes, LibraryCalls, WarpApi):
     """Runs roots of a project symbolically and collects :class:`Trace` objects."""
 
     def __init__(self, files: dict[str, SourceFile], kernels: list[KernelDef], modules: dict[str, SourceFile],
