@@ -2,12 +2,12 @@
 autodiff against central differences of the backward's objective (see :mod:`warpfix.verify.probe`).
 
 A mixin of the probe's ``Tracer``: it works on the tracer's recorded window (``ops``, ``arrays``) and
-its budget, and is part of the probe package (relative imports, warp and numpy only).
+its budget, and is part of the probe package (relative imports, warp and numpy only). The replays
+themselves: :mod:`warpfix.verify.fd_replay`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 import time
 from collections.abc import Callable
@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from . import judge
+from .fd_replay import FdReplay, _BudgetSpent
 from .ladder import STEP_LADDER, run_ladder
-from .records import ArrayInfo, BackwardRecord, Objective, Op, PendingCompare, ReplayPlan, digest, flat
+from .records import ArrayInfo, BackwardRecord, Objective, PendingCompare, ReplayPlan
 from .replay_holds import held_constant, hold_completed_segments, put_back_downstream
 from .sketch import sketch
 from .spans import with_aliases
@@ -41,7 +42,7 @@ UNTRAINED_LEAVES = 4
 REPLAY_RTOL = 1e-4
 
 
-class FiniteDifferences:
+class FiniteDifferences(FdReplay):
     """FD comparisons of the backwards the tracer recorded (mixed into ``Tracer``)."""
 
     def plan_compare(
@@ -176,115 +177,6 @@ class FiniteDifferences:
         finally:
             self.restore(infos, checkpoint)
         return out
-
-    # ----------------------------------------------------------------- FD
-    def restore(self, infos: list[ArrayInfo], source: dict[int, Any]) -> None:
-        copy = self.orig["copy"]
-        for info in reversed(infos):
-            copy(self.nograd(info.arr), source[id(info)])
-
-    def replay(
-        self,
-        plan: ReplayPlan,
-        objective: Objective,
-        perturb: dict[int, np.ndarray],
-        capture: dict[int, np.ndarray] | None = None,
-        diverged: list[tuple[Op, ArrayInfo]] | None = None,
-        non_finite: list[tuple[Op, ArrayInfo]] | None = None,
-    ) -> float:
-        """Restore the window as it was where its first tape began, replay its operations up to the backward;
-        return the objective.
-
-        ``perturb`` maps a leaf's order to a flat delta added right before its first read;
-        ``capture`` receives each leaf's flat value at that point; ``diverged`` (given for an unperturbed
-        replay) receives the first operation that reads contents other than the program's run read there;
-        ``non_finite`` the first operation that writes a NaN or inf.
-        """
-        started = time.perf_counter()
-        try:
-            return self._replay(plan, objective, perturb, capture, diverged, non_finite)
-        finally:
-            self.seconds["fd_replay"] = self.seconds.get("fd_replay", 0.0) + time.perf_counter() - started
-            self.seconds["replays"] = self.seconds.get("replays", 0.0) + 1.0
-
-    def _replay(
-        self,
-        plan: ReplayPlan,
-        objective: Objective,
-        perturb: dict[int, np.ndarray],
-        capture: dict[int, np.ndarray] | None,
-        diverged: list[tuple[Op, ArrayInfo]] | None,
-        non_finite: list[tuple[Op, ArrayInfo]] | None,
-    ) -> float:
-        copy = self.orig["copy"]
-        self.replay_restore(plan)
-        for op in self.ops[plan.start : plan.n_ops]:
-            if time.perf_counter() > self.fd_deadline:
-                raise _BudgetSpent
-            if diverged is not None and not diverged:
-                diverged += [(op, i) for i in op.reads if op.read_hash.get(i.order, None) not in (None, digest(i.arr))][:1]
-            for info in plan.resets.get(op.index, ()):
-                copy(self.nograd(info.arr), info.snap)
-            for info in plan.leaves_at.get(op.index, ()):
-                if capture is not None:
-                    capture[info.order] = flat(info.arr.numpy()).copy()
-                if info.order in perturb:
-                    cur = info.arr.numpy()
-                    new = (flat(cur) + perturb[info.order]).astype(cur.dtype).reshape(cur.shape)
-                    src = self.wp.array(new, dtype=info.arr.dtype, device=info.arr.device)
-                    self.orig["copy"](self.nograd(info.arr), src)
-            op.replay()
-            if non_finite is not None and not non_finite:
-                non_finite += [(op, i) for i in op.writes if _has_non_finite(i.arr)][:1]
-        return objective.value()
-
-    def replay_restore(self, plan: ReplayPlan) -> None:
-        """Put the window's arrays back as they were where the replay begins."""
-        if plan.copies is None:
-            plan.copies = self.restore_copies(plan)
-        copy = self.orig["copy"]
-        for dst, src, nbytes in plan.copies:
-            if nbytes is None:
-                copy(dst, src)
-            else:
-                ctypes.memmove(dst, src, nbytes)
-
-    def restore_copies(self, plan: ReplayPlan) -> list[tuple[Any, Any, int | None]]:
-        """How a replay puts back the window's arrays where it begins, in order: (destination address, source
-        address, bytes) for contiguous host memory (a memmove: thousands of arrays cost a wp.copy each
-        otherwise), (destination alias without gradient, source array, None) for the rest."""
-        size_of = self.wp._src.types.type_size_in_bytes
-        out: list[tuple[Any, Any, int | None]] = []
-        for info in reversed(plan.restore):
-            dst, src = info.arr, plan.start_state.get(info.order, info.snap)
-            host = dst.device.is_cpu and src.device.is_cpu and dst.is_contiguous and src.is_contiguous
-            if host and dst.ptr and src.ptr and dst.dtype == src.dtype and dst.shape == src.shape:
-                out.append((dst.ptr, src.ptr, dst.size * size_of(dst.dtype)))
-            elif dst.size:
-                out.append((self.nograd(dst), src, None))
-        return out
-
-    def note_non_finite(self, plan: ReplayPlan, objective: Objective, perturb: dict[int, np.ndarray]) -> None:
-        """Say (once) where a perturbed replay whose loss is not finite first writes a NaN or inf."""
-        if any(n.startswith("a perturbed replay") for n in self.notes):
-            return
-        found: list[tuple[Op, ArrayInfo]] = []
-        self.replay(plan, objective, perturb, non_finite=found)
-        if found:
-            op, info = found[0]
-            where = f"{op.path}:{op.line}" + (f" (in {op.library})" if op.library else "")
-            self.note(f"a perturbed replay first writes a non-finite value at the {op.label} at {where} "
-                      f"(operation {op.index}, into `{info.name}`)")  # fmt: skip
-
-    def note_divergence(self, plan: ReplayPlan, objective: Objective) -> None:
-        """Say where an unperturbed replay that misses the program's loss first departs from its run."""
-        diverged: list[tuple[Op, ArrayInfo]] = []
-        self.replay(plan, objective, {}, diverged=diverged)
-        if diverged:
-            op, info = diverged[0]
-            where = f"{op.path}:{op.line}" + (f" (in {op.library})" if op.library else "")
-            self.note(f"the replay first departs from the program's run at the {op.label} at {where} "
-                      f"(operation {op.index}): `{info.name}` holds other contents there than when the program ran it")  # fmt: skip
 
     def compare_param(
         self,
@@ -467,15 +359,6 @@ def _unjudged(info: ArrayInfo, reason: str) -> dict[str, Any]:
     """The verdict on a parameter FD could not judge."""
     return {"name": info.name, "max_rel_err": None, "ad_fd_ratio": None, "signature": "",
             "verdict": judge.UNRELIABLE, "reason": reason}  # fmt: skip
-
-
-class _BudgetSpent(Exception):
-    """The FD time budget ran out in the middle of a replay."""
-
-
-def _has_non_finite(arr: Any) -> bool:
-    values = arr.numpy()
-    return values.dtype.kind in "fc" and not bool(np.all(np.isfinite(values)))
 
 
 def _sample_json(sample: judge.SampleJudgement, steps: list[judge.StepResult]) -> dict[str, Any]:
