@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Binding", "DiskSources", "Sources", "binding_in", "module_files"]
+__all__ = ["Binding", "DiskSources", "Sources", "binding_in", "module_files", "same_file"]
 
 
 @dataclass
@@ -137,3 +137,11 @@ def binding_in(path: str, home: str, name: str, texts: Sources, _seen: set[str] 
                     if _resolves(path, sub, node.level, home, name, texts, seen):
                         out.modules.add(alias.asname or alias.name)
     return out
+
+
+def same_file(filename: str | None, wanted: str) -> bool:
+    """Whether the codemod context's file is the finding's file (relative or absolute)."""
+    if not filename:
+        return False
+    a, b = os.path.normpath(filename), os.path.normpath(wanted)
+    return a == b or a.endswith(os.sep + b) or b.endswith(os.sep + a)

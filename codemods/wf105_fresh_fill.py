@@ -30,8 +30,9 @@ import json
 
 import libcst as cst
 
-from codemods._base import FindingCommand, NotApplicable, same_file
+from codemods._base import FindingCommand, NotApplicable
 from codemods._cst import call_name, keyword, positional
+from codemods._resolve import same_file
 
 
 def _is_reset(call: cst.Call) -> bool:
