@@ -53,7 +53,7 @@ class Calls:
             bound = callee.attrs.get("__self__")
             if bound is not None:
                 return self.inline(fsrc, fn, [bound, *args], kwargs, e, caller_src=src, bound_self=True)
-            return self.inline(fsrc, fn, args, kwargs, e, caller_src=src)
+            return self.inline(fsrc, fn, args, kwargs, e, caller_src=src, closure=callee.closure)
         if callee.kind == "class" and callee.cls is not None:
             return self.construct(callee, args, kwargs, e, src)
         if callee.kind == "struct":
@@ -82,7 +82,7 @@ class Calls:
         owner_node = grad_owner(recv)
         if owner_node is not None:
             return self.attr(self.eval(owner_node, frame), "grad")
-        return frame.locals.get(recv.id) if isinstance(recv, ast.Name) else None
+        return frame.lookup(recv.id) if isinstance(recv, ast.Name) else None
 
     def method_call(self, e: ast.Call, frame: _Frame) -> Val:
         src = frame.src
@@ -176,7 +176,8 @@ class Calls:
         if recv.kind == "module" and recv.module is not None:
             target = self.attr(recv, name)
             if target.kind == "func" and target.func is not None:
-                return self.inline(target.func[0], target.func[1], args, kwargs, e, caller_src=src)
+                return self.inline(target.func[0], target.func[1], args, kwargs, e, caller_src=src,
+                                   closure=target.closure)
             if target.kind == "class" and target.cls is not None:
                 return self.construct(target, args, kwargs, e, src)
             return self.opaque_call(e, args, kwargs, src)
@@ -194,9 +195,11 @@ class Calls:
             out.external, out.grad_enabled = True, recv.grad_enabled or _asks_for_grad(e)
         return out
 
-    def bind_params(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val]) -> _Frame:
-        """A frame for running ``fn`` with its parameters bound to ``args`` and ``kwargs`` (defaults for the rest)."""
-        frame = _Frame(fsrc, {}, fn=fn)
+    def bind_params(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
+                    closure: tuple[dict[str, Val], ...] = ()) -> _Frame:
+        """A frame for running ``fn`` with its parameters bound to ``args`` and ``kwargs`` (defaults for the rest);
+        ``closure``: the enclosing functions' locals, where ``fn`` is a nested function."""
+        frame = _Frame(fsrc, {}, fn=fn, closure=closure)
         params = [*fn.args.posonlyargs, *fn.args.args]
         defaults = fn.args.defaults
         n_no_default = len(params) - len(defaults)
@@ -221,13 +224,14 @@ class Calls:
         return frame
 
     def inline(self, fsrc: SourceFile, fn: ast.FunctionDef, args: list[Val], kwargs: dict[str, Val],
-               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False) -> Val:
+               site: ast.AST, caller_src: SourceFile | None = None, bound_self: bool = False,
+               closure: tuple[dict[str, Val], ...] = ()) -> Val:
         if (fsrc.path, fn.lineno, fn.col_offset) not in self.effectful and not self.follow_all:
             returned = _accessor_return(fn)
             if returned is None or id(fn) in self.func_stack:
                 return self.new(fn.name + "()")
             # ``def parameters(self): return [self.torque]``: what it returns, without running a call
-            frame = self.bind_params(fsrc, fn, args, kwargs)
+            frame = self.bind_params(fsrc, fn, args, kwargs, closure)
             if bound_self and args:
                 frame.self_val = args[0]
             self.call_stack.append(self.span_of(caller_src or fsrc, site))  # a ``.grad`` it reads is read here
@@ -238,7 +242,7 @@ class Calls:
         if id(fn) in self.func_stack or len(self.func_stack) >= MAX_DEPTH or id(fn) in self.too_costly:
             return self.new(fn.name + "()")
         self.inlined.add(id(fn))
-        frame = self.bind_params(fsrc, fn, args, kwargs)
+        frame = self.bind_params(fsrc, fn, args, kwargs, closure)
         if bound_self and args:
             frame.self_val = args[0]
         self.func_stack.append(id(fn))

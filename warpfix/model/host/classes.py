@@ -126,7 +126,7 @@ class Classes:
         if made.kind == "class" and made.cls is not None:
             return self.construct(made, [], {}, e, src)
         if made.kind == "func" and made.func is not None:
-            return self.inline(made.func[0], made.func[1], [], {}, e, caller_src=src)
+            return self.inline(made.func[0], made.func[1], [], {}, e, caller_src=src, closure=made.closure)
         return self.new(name)
 
     def find_method(self, cls: tuple[SourceFile, ast.ClassDef], name: str,

@@ -41,7 +41,7 @@ class Expressions:
             return self.new(repr(e.value), "int" if isinstance(e.value, int) and not isinstance(e.value, bool)
                             else "const", value=e.value)
         if isinstance(e, ast.Name):
-            v = frame.locals.get(e.id)
+            v = frame.lookup(e.id)
             if v is None:
                 v = self.module_global(src, e.id)
             return v

@@ -269,7 +269,7 @@ class LibraryCalls:
         elif not op.method and target.kind == "func" and target.func is not None:
             bound_self = target.attrs.get("__self__")
             self.inline(target.func[0], target.func[1], [bound_self] if bound_self else [], {}, e,
-                        caller_src=src, bound_self=bound_self is not None)
+                        caller_src=src, bound_self=bound_self is not None, closure=target.closure)
 
 
 def _library_classes(index: LibraryIndex):

@@ -130,7 +130,8 @@ class Statements:
             if k is not None and k.defined_at(s):
                 frame.locals[s.name] = self.new(s.name, "kernel", kernel=k)
             else:
-                frame.locals[s.name] = self.new(s.name, "func", func=(src, s))
+                closure = () if module_level else (frame.locals, *frame.closure)
+                frame.locals[s.name] = self.new(s.name, "func", func=(src, s), closure=closure)
         elif isinstance(s, ast.ClassDef):
             if not module_level or not src.top_level(s):
                 frame.locals[s.name] = self.new(s.name, "class", cls=(src, s))
@@ -300,7 +301,7 @@ class Statements:
         try:
             bound = callee.attrs.get("__self__")
             self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
-                        bound_self=bound is not None)
+                        bound_self=bound is not None, closure=callee.closure)
         finally:
             self.yield_handlers.pop()
         if not ran:  # the generator was not followed to its yield: the body still runs

@@ -39,6 +39,9 @@ class Val:
     # by a method of such an object (``model.state()``): its arrays carry gradients
     grad_enabled: bool = False
     aliased_by: tuple[Event, ...] = ()  # ``[x] * n`` rebind events that cover this value
+    # a function defined in another function: the enclosing frames' locals, innermost first (read by
+    # reference, as Python's closures read the enclosing scope's later bindings too)
+    closure: tuple[dict[str, Val], ...] = ()
 
 
 #: The label of a dict display whose keys are all literals: its items are its entries, in order, so
@@ -139,6 +142,17 @@ class _Frame:
     self_val: Val | None = None
     returned: Val | None = None
     fn: ast.FunctionDef | None = None  # the function being run (``super()`` starts above its class)
+    closure: tuple[dict[str, Val], ...] = ()  # the enclosing functions' locals (a nested function's frame)
+
+    def lookup(self, name: str) -> Val | None:
+        """A local of this frame, else of an enclosing function (a closure's free variable)."""
+        v = self.locals.get(name)
+        if v is None:
+            for scope in self.closure:
+                v = scope.get(name)
+                if v is not None:
+                    break
+        return v
 
 
 
