@@ -46,6 +46,7 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods._cst import append_item, dotted, target_names
 from codemods._kernel_output_launches import LaunchSites
+from codemods._kernel_register import keep_in_register, register_refusal
 from codemods._launch_alias import fresh_launch_output
 from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from warpfix.finding import Finding
@@ -212,8 +213,11 @@ class KernelOutput(LaunchSites):
         if self._fold_into_store(small, stores, place):
             return
         outside = [s for s in stores if not any(a is top for a in self.ancestors(s)) and s is not small]
-        if outside:
-            raise self.not_applicable(f"{place} is also written at line {self.pos(outside[0]).start.line}")
+        if outside or (top is line and len(stores) != 1):
+            why = (f"{place} is also written at line {self.pos(outside[0]).start.line}" if outside
+                   else f"{place} is written more than once")
+            self._keep_in_register(func, body, place, stores, why)
+            return
 
         self.kernel, self.param = func.name.value, param
         self.index = [p.name.value for p in func.params.params].index(param)
@@ -221,8 +225,6 @@ class KernelOutput(LaunchSites):
         out_name = cst.Name(out)
         if top is not line:
             self._conditional_stores(top, stores, small, place, out)
-        elif len(stores) != 1:
-            raise self.not_applicable(f"{place} is written more than once")
         first_end = min((self.pos(s).end.line, self.pos(s).end.column) for s in stores)
         for sub in self.nodes(body, cst.Subscript):
             start = (self.pos(sub).start.line, self.pos(sub).start.column)
@@ -274,6 +276,19 @@ class KernelOutput(LaunchSites):
             "(the same product, computed once; no launch changes)"
         )
         return True
+
+    def _keep_in_register(
+        self, func: cst.FunctionDef, body: cst.IndentedBlock, place: str, stores: list[cst.CSTNode], why: str
+    ) -> None:
+        """A separate output cannot take several stores: the element lives in a local instead, or ``why``."""
+        accesses = sorted((s for s in self.nodes(body, cst.Subscript) if _place(s.value) == place),
+                          key=lambda s: (self.pos(s).start.line, self.pos(s).start.column))
+        stores = sorted(stores, key=lambda s: (self.pos(s).start.line, self.pos(s).start.column))
+        refused = register_refusal(self, body, place, stores, accesses)
+        if refused is not None:
+            raise self.not_applicable(f"{why}; nor can it be kept in a local: {refused}")
+        self.context.scratch["summary"] = keep_in_register(self, func, body, place, stores, accesses)
+        self.shared(self.context)["folded"] = True
 
     def _field_annotation(self, annotation: cst.Annotation, field: str) -> cst.Annotation:
         """The annotation of ``field`` in the ``@wp.struct`` class ``annotation`` names (defined in this file);

@@ -162,9 +162,11 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
     for pos, ev, live in _segments(trace, reads):
         if not ev.recorded:
             continue
+        own = _own_reads(ev, reads)
         for buf, param in event_overwrites(ev):
             if unresolved_element(buf):
                 continue
+            found = False
             for tape in sorted(tape_ids(ev)):
                 earlier = live.get(tape, {}).get(buf.id)
                 if earlier is not None and earlier.event is not ev:
@@ -172,8 +174,26 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
                     if earlier.library_path is not None and earlier.library_path == write.library_path:
                         continue  # inside one library call, through one path: the library's own business
                     out.append(Hazard(trace, earlier, write, pos))
+                    found = True
                     break
+            mine = own.get(buf.id)
+            if not found and mine is not None and param is not None and mine.param != param:
+                out.append(Hazard(trace, mine, Touch(ev, buf, param), pos))
     return out
+
+
+def _own_reads(ev: Event, reads: ReadsFn) -> dict[int, Touch]:
+    """The buffers a project launch reads (as ``reads`` counts them) through a parameter: one it also
+    overwrites through another parameter (``inputs=[z], outputs=[z]``) is overwritten under its own read, so
+    the launch's adjoint replays against the values it wrote. A library's launches are left to the chaining
+    of its calls (``solver.step(s, s)``)."""
+    if ev.kind != "launch" or ev.kernel is None or ev.detail.get("library"):
+        return {}
+    own: dict[int, Touch] = {}
+    for buf, param in reads(ev):
+        if param is not None:
+            own.setdefault(buf.id, Touch(ev, buf, param))
+    return own
 
 
 def _is_swap(ev: Event) -> bool:

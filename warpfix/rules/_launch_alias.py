@@ -18,15 +18,19 @@ if TYPE_CHECKING:
 
 
 def _tid_targets(kernel: ast.FunctionDef) -> set[str]:
-    """The index texts ``wp.tid()`` binds at the top of the kernel body (``i``, ``i, j``)."""
+    """The index texts ``wp.tid()`` binds at the top of the kernel body (``i``, ``i, j``; an access's index text
+    of a 2-D element reads ``(i, j)``, so a tuple gives both forms)."""
     out = set()
     for stmt in kernel.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and len(stmt.targets) == 1:
             func = stmt.value.func
             if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "tid":
                 target = stmt.targets[0]
-                out.add(", ".join(ast.unparse(e) for e in target.elts) if isinstance(target, ast.Tuple)
-                        else ast.unparse(target))
+                if isinstance(target, ast.Tuple):
+                    joined = ", ".join(ast.unparse(e) for e in target.elts)
+                    out.update((joined, f"({joined})"))
+                else:
+                    out.add(ast.unparse(target))
     return out
 
 
@@ -43,7 +47,9 @@ def fresh_output_refusal(kd: KernelDef, read: str, out: str) -> str | None:
     top = {stmt.lineno for stmt in kd.node.body}
     if any(a.span.line not in top for a in writes):
         return f"a store of `{out}` is conditional or nested: a fresh array would leave elements unset"
-    if max(a.span.line for a in reads) >= min(a.span.line for a in writes):
+    # a store's span is its whole statement: a read inside it (``h[i] = wp.tanh(z[i])``) comes before the store
+    first_store_end = min((a.span.end_line, a.span.end_column) for a in writes)
+    if any((a.span.line, a.span.column) > first_store_end for a in reads):
         return f"`{read}` is read after `{out}` is stored"
     return None
 
