@@ -70,7 +70,7 @@ def test_octaves():
     octaves = 3
     xy = wp.ones(3, dtype=float, requires_grad=True)
     src = wp.ones(3, dtype=float, requires_grad=True)
-    delay = wp.zeros(1, dtype=float)
+    delay = wp.zeros(1, dtype=float, requires_grad=True)
     loss = wp.zeros(1, dtype=float, requires_grad=True)
     out = wp.zeros(3, dtype=float, requires_grad=True)
     tape = wp.Tape()
@@ -96,6 +96,15 @@ def test_refused_wf403_fixes_are_not_marked_and_say_why() -> None:
     # the codemod agrees: offered the fix anyway (without the detector's reason), it makes no edit either
     forced = [dataclasses.replace(f, fix=Fix(FixSafety.SAFE, ""), data={**f.data, "no_edit": None}) for f in findings]
     assert compute_edits(sources, forced).new_sources == {}
+
+
+def test_a_stale_read_only_a_gradient_free_array_needs_is_no_finding() -> None:
+    """``scale * (1 + delay[0])`` in the loop reads the stale ``scale`` only for the adjoint of ``delay``: when every
+    recorded launch passes ``delay`` without a gradient that adjoint goes nowhere (the use of ``scale`` after the
+    loop, whose adjoint ``src`` needs, stays reported)."""
+    sources = {"test_noise.py": NOISE.replace("delay = wp.zeros(1, dtype=float, requires_grad=True)",
+                                              "delay = wp.zeros(1, dtype=float)")}
+    assert [f.line for f in check_sources(sources, select=["WF403"]).findings] == [12, 23]
 
 
 def test_a_constant_bound_keeps_its_fix() -> None:

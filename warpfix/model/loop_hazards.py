@@ -145,10 +145,15 @@ def _exprs_of(stmt: ast.stmt) -> Iterator[ast.expr]:
             yield t.slice
 
 
-def dynamic_loop_hazards(src: SourceFile, kd: KernelDef, fn: ast.FunctionDef) -> Iterator[LoopHazard]:
+def dynamic_loop_hazards(
+    src: SourceFile, kd: KernelDef, fn: ast.FunctionDef, no_gradient: frozenset[str] = frozenset()
+) -> Iterator[LoopHazard]:
     """Adjoints that read a value a dynamic loop carries across iterations (inside the loop),
-    or that the loop computed (after it): backward sees the wrong value of it."""
+    or that the loop computed (after it): backward sees the wrong value of it. ``no_gradient``: array
+    parameters whose adjoint reaches no gradient (every recorded launch passes an array without one), so a
+    stale value read only to compute their adjoint harms nothing."""
     flow = Flow(src, kd, fn)
+    flow.sources -= no_gradient
     bound = local_names(fn)
     stmts = list(_statements(fn.body))
     order = {id(s): n for n, s in enumerate(stmts)}

@@ -16,7 +16,7 @@ from warpfix.rules.base import Example, Rule, RuleDoc
 
 if TYPE_CHECKING:
     from warpfix.model import Project
-    from warpfix.model.facts import Trace
+    from warpfix.model.facts import KernelDef, Trace
 
 
 class DynamicLoopCarry(Rule):
@@ -181,17 +181,32 @@ with wp.Tape() as tape:
     def begin(self, project: Project) -> None:
         # id(kernel node) -> id(launch call) -> the launch: what the fix's static bound depends on
         self._launches: dict[tuple[str, tuple[int, int]], dict[int, Launch]] = {}
+        # kernel -> array parameter -> whether a recorded launch may pass it an array with a gradient
+        self._gradient: dict[tuple[str, tuple[int, int]], dict[str, bool]] = {}
 
     def check_trace(self, project: Project, trace: Trace) -> Iterator[Finding]:
         for ev in trace.events:
             src = project.files.get(ev.span.path)
             if ev.kind == "launch" and ev.kernel is not None and src is not None and isinstance(ev.node, ast.Call):
-                self._launches.setdefault((ev.kernel.path, ev.kernel.key), {})[id(ev.node)] = (src.tree, ev.node, ev.arg_nodes)
+                key = (ev.kernel.path, ev.kernel.key)
+                self._launches.setdefault(key, {})[id(ev.node)] = (src.tree, ev.node, ev.arg_nodes)
+                if ev.recorded:
+                    seen = self._gradient.setdefault(key, {})
+                    for param in ev.kernel.positional:
+                        buf = ev.binding.get(param)
+                        seen[param] = seen.get(param, False) or buf is None or buf.requires_grad is not False
         return iter(())
+
+    def _no_gradient(self, kd: KernelDef) -> frozenset[str]:
+        """A kernel's array parameters to which every recorded launch passes an array without a gradient."""
+        if kd.kind != "kernel":  # a func's parameters take their callers' values
+            return frozenset()
+        seen = self._gradient.get((kd.path, kd.key), {})
+        return frozenset(p for p, info in kd.params.items() if info.is_array and seen.get(p) is False)
 
     def check_project(self, project: Project) -> Iterator[Finding]:
         for kd, src, fn, severity in iter_taped(project, self.severity):
-            for h in dynamic_loop_hazards(src, kd, fn):
+            for h in dynamic_loop_hazards(src, kd, fn, self._no_gradient(kd)):
                 code = ast.unparse(h.node)
                 loop_line = h.loop.lineno
                 if h.operand is h.node:
