@@ -538,16 +538,73 @@ def test_a_store_right_before_the_in_place_multiply_folds_into_one_store() -> No
     assert "folded into the store before it" in result.note(result.applied[0])
 
 
-@pytest.mark.parametrize("first, second", [
-    ("torques[i] = 2.0", "torques[i] *= action"),  # a bare literal may not have the array's type
-    ("torques[i] = gains[i]", "torques[i] *= torques[i]"),  # the factor reads the array
-    ("torques[i + 1] = gains[i]", "torques[i] *= action"),  # another element
+@pytest.mark.parametrize("first, second, why", [
+    # a bare literal may not have the array's type
+    ("torques[i] = 2.0", "torques[i] *= action", "a store of torques is a bare literal"),
+    ("torques[i + 1] = gains[i]", "torques[i] *= action", "the accesses of torques use different indices"),
 ])
-def test_a_store_that_cannot_fold_takes_the_output_array(first: str, second: str) -> None:
+def test_a_store_that_cannot_fold_nor_stay_in_a_local_is_refused(first: str, second: str, why: str) -> None:
     kernels = STORE_THEN_SCALE.replace("torques[i] = gains[i]", first).replace("torques[i] *= action + c[i]", second)
     result = compute_edits({"kernels.py": kernels, "main.py": LAUNCHES_MOTOR}, [finding("WF401", "kernels.py", 9)])
     assert result.new_sources == {}
-    assert "torques is also written at line 8" in result.skipped[0][1]
+    assert f"torques is also written at line 8; nor can it be kept in a local: {why}" in result.skipped[0][1]
+
+
+def test_a_store_whose_factor_reads_the_array_keeps_the_element_in_a_local() -> None:
+    """``t[i] = g; t[i] *= t[i]`` cannot fold (the factor reads the array): the element lives in a local, stored
+    once at the end, and no launch changes."""
+    kernels = STORE_THEN_SCALE.replace("torques[i] *= action + c[i]", "torques[i] *= torques[i]")
+    result = compute_edits({"kernels.py": kernels, "main.py": LAUNCHES_MOTOR}, [finding("WF401", "kernels.py", 9)])
+    assert set(result.new_sources) == {"kernels.py"}
+    assert result.new_sources["kernels.py"] == kernels.replace(
+        "    torques[i] = gains[i]\n    torques[i] *= torques[i]\n",
+        "    torques_local = gains[i]\n    torques_local *= torques_local\n    torques[i] = torques_local\n",
+    )
+    assert "kept in a local: the 2 stores and 1 reads of `torques[i]` use `torques_local`" in result.note(
+        result.applied[0])
+
+
+KEEP_IN_LOCAL = src("""
+    import warp as wp
+
+
+    @wp.struct
+    class Particles:
+        x: wp.array(dtype=wp.vec3)
+        v: wp.array(dtype=wp.vec3)
+
+
+    @wp.kernel
+    def integrate(p: Particles, w: wp.array(dtype=float), dt: float, nxt: Particles):
+        i = wp.tid()
+        nxt.v[i] = p.v[i]
+        if w[i] > 0.0:
+            nxt.v[i] = p.v[i] + dt * wp.vec3(0.0, -9.8, 0.0)
+            nxt.v[i] = nxt.v[i] / (1.0 + dt * wp.length(nxt.v[i]))
+        nxt.x[i] = p.x[i] + dt * nxt.v[i]
+""")
+
+
+@pytest.mark.parametrize("change, why", [
+    ("", None),
+    ("    nxt.v[i] = p.v[i]\n    if", "    nxt.v[i] = nxt.v[i] + p.v[i]\n    if"),
+    ("    i = wp.tid()\n", "    i = wp.tid()\n    if w[i] < 0.0:\n        return\n"),
+    ("        nxt.v[i] = p.v[i] + dt", "        for k in range(2):\n            nxt.v[i] = p.v[i] + dt"),
+])
+def test_struct_field_written_in_steps_is_kept_in_a_local(change: str, why: str | None) -> None:
+    """WF107 in the shape of a hand-written integrator: the field's element is computed in steps under an ``if``
+    and read back; it lives in a local instead (the same values), unless the kernel reads what the array held,
+    returns early, or writes it in a loop."""
+    kernels = KEEP_IN_LOCAL if not change else KEEP_IN_LOCAL.replace(change, why)
+    line = next(n for n, t in enumerate(kernels.splitlines(), 1) if "nxt.v[i] = nxt.v[i] / (1.0" in t)
+    result = compute_edits({"kernels.py": kernels}, [finding("WF107", "kernels.py", line)])
+    if change:
+        assert result.new_sources == {}
+        assert "nor can it be kept in a local" in result.skipped[0][1]
+        return
+    assert result.new_sources["kernels.py"] == kernels.replace("nxt.v[i] = p.v", "v_local = p.v").replace(
+        "nxt.v[i] = nxt.v[i] / (1.0 + dt * wp.length(nxt.v[i]))", "v_local = v_local / (1.0 + dt * wp.length(v_local))"
+    ).replace("dt * nxt.v[i]\n", "dt * v_local\n    nxt.v[i] = v_local\n")
 
 
 ROTATED = src("""

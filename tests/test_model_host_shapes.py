@@ -403,3 +403,60 @@ def test_only_a_return_of_names_attributes_and_displays_is_followed() -> None:
     assert followed.writes[0].id == direct.writes[0].id  # the property returns m.b
     assert followed.reads[1].id not in (direct.reads[0].id, direct.writes[0].id)  # a subscript: not followed
     assert direct.reads[1].id != direct.reads[0].id  # a call: not followed
+
+
+CLOSURE = '''
+import contextlib
+
+import warp as wp
+
+
+@wp.kernel
+def step(x: wp.array(dtype=float), k: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * k[i]
+
+
+@contextlib.contextmanager
+def recording():
+    tape = wp.Tape()
+    with tape:
+        yield tape
+
+
+def make_loss_fn(n):
+    xs = [wp.ones(4, dtype=float, requires_grad=True) for _ in range(n + 1)]
+
+    def advance(t, k):
+        wp.launch(step, dim=4, inputs=[xs[t], k], outputs=[xs[t + 1]])
+
+    def loss_fn(k):
+        with recording() as tape:
+            for t in range(n):
+                advance(t, k)
+        tape.backward(grads={xs[n]: wp.ones(4, dtype=float)})
+        return tape
+
+    return loss_fn
+
+
+k = wp.ones(4, dtype=float, requires_grad=True)
+loss_fn = make_loss_fn(3)
+for it in range(3):
+    tape = loss_fn(k)
+    wp.launch(step, dim=4, inputs=[k, k.grad], outputs=[k])
+'''
+
+
+def test_a_closure_reads_its_enclosing_function_s_locals() -> None:
+    """``loss_fn = make_loss_fn(...)``: the closure's free names (``xs``, ``advance``) are the factory's locals,
+    so the launches it makes through ``advance`` are seen on the tape, and the missing ``tape.zero()`` of a
+    gradient summed over the iterations is reported."""
+    from warpfix.engine import check_sources
+
+    result = check_sources({"main.py": CLOSURE}, select=["WF301"])
+    assert [(f.rule, f.line) for f in result.findings] == [("WF301", CLOSURE.splitlines().index(
+        "        tape.backward(grads={xs[n]: wp.ones(4, dtype=float)})") + 1)]
+    fixed = CLOSURE.replace("    wp.launch(step, dim=4, inputs=[k, k.grad], outputs=[k])\n",
+                            "    wp.launch(step, dim=4, inputs=[k, k.grad], outputs=[k])\n    tape.zero()\n")
+    assert check_sources({"main.py": fixed}, select=["WF301"]).findings == []

@@ -258,6 +258,18 @@ def _value_sensitive_params(kd: KernelDef) -> set[str]:
 value_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_value_sensitive_params, 20_000)
 
 
+def _replay_sensitive_params(kd: KernelDef) -> set[str]:
+    if not isinstance(kd.node, ast.FunctionDef):
+        return set(value_read_params(kd))
+    return _Sensitivity(kd).run()
+
+
+#: Array parameters (and struct fields) whose values the kernel's adjoint needs at any read, a read of an
+#: element the kernel stored itself included. Warp's backward replays a kernel's reads but not its stores: a
+#: read of ``v[i]`` between ``v[i] = a`` and a later ``v[i] = f(v[i])`` sees the final value there, not ``a``.
+replay_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_replay_sensitive_params, 20_000)
+
+
 def overwritten_params(kd: KernelDef) -> set[str]:
     """Array parameters (and struct fields) that the kernel overwrites (``=``, ``*=``, ``/=``)."""
     return {name for name, p in kd.params.items() if p.is_array and p.has(*_OVERWRITE_KINDS)}

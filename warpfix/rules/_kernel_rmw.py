@@ -12,7 +12,7 @@ from warpfix.model.facts import KernelDef, Trace
 from warpfix.model.hazards import Hazard, HazardStream, read_related
 from warpfix.model.kernel_flow import integer_array_text, integer_rmw_reaches_gradient
 from warpfix.model.reach import tape_reach
-from warpfix.model.value_reads import rmw_params, value_sensitive_params
+from warpfix.model.value_reads import replay_sensitive_params, rmw_params
 from warpfix.rules._launch_alias import aliased_findings
 from warpfix.rules.base import Rule
 
@@ -55,7 +55,7 @@ class KernelRmwRule(Rule):
             if not launches:
                 continue  # no tape records it (its body is not read)
             replayed = not reach.backward_disabled(kd)  # no adjoint replays it (WF202 reports a taped one)
-            sensitive = value_sensitive_params(kd)
+            sensitive = replay_sensitive_params(kd)  # the read-modify-write reads what the replay sees
             for param, spans in rmw_params(kd).items():
                 if ("." in param) != self.struct_fields:
                     continue
