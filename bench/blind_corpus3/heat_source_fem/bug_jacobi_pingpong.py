@@ -142,7 +142,7 @@ def main():
             g = theta.grad.numpy()
             print("grad theta [" + " ".join("%.9g" % g[p] for p in probe) + "]")
         wp.launch(gradient_step, dim=n, inputs=[theta, theta.grad, LR])
-        tape.zero()
+        tape.reset()
 
 
 if __name__ == "__main__":

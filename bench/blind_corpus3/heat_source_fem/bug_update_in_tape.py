@@ -142,7 +142,7 @@ def main():
         if it == 0:
             g = theta.grad.numpy()
             print("grad theta [" + " ".join("%.9g" % g[p] for p in probe) + "]")
-        tape.zero()
+        tape.reset()
 
 
 if __name__ == "__main__":
