@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from warpfix.engine import check_sources, parse_file, run_rules
-from warpfix.finding import Finding, Severity
+from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import build_project
 from warpfix.model.library import LibraryIndex
 from warpfix.model.library_summary import parse_path
@@ -142,6 +142,20 @@ def test_planted_bug_in_newton_example(tmp_path: Path, index: LibraryIndex, old:
         assert any(r == rule for r, _ in errors), errors
     else:
         assert (rule, _line_of(mutant, at)) in errors, errors
+
+
+@needs_newton
+@pytest.mark.parametrize("call", ["self.model.state()", "self.model.state(requires_grad=True)"])
+def test_a_list_of_one_library_state_is_fixable_with_or_without_arguments(
+        tmp_path: Path, index: LibraryIndex, call: str) -> None:
+    """``[self.model.state(requires_grad=True)] * n``: the slot's arrays are labelled by the callee
+    (``self.model.state().particle_q``), not by the call's text with its arguments; both are one fresh state."""
+    text = _example("spring_cage")
+    old = "self.states = [self.model.state() for _ in range(self.sim_steps * self.sim_substeps + 1)]"
+    assert old in text
+    mutant = text.replace(old, f"self.states = [{call}] * (self.sim_steps * self.sim_substeps + 1)", 1)
+    found = [f for f in _check(tmp_path, {"example.py": mutant}, index) if f.rule == "WF103"]
+    assert [(f.line, f.fix.safety) for f in found] == [(_line_of(mutant, "self.states = ["), FixSafety.SAFE)]
 
 
 _KERNELS = """

@@ -69,7 +69,8 @@ def _allocated(alias: Event, events: Sequence[Event]) -> bool:
            and ev.call_stack == alias.call_stack and ev.loops == alias.loops
            and any(b.id not in own for b in (*ev.writes, *ev.accums)) for ev in events):
         return False  # the call writes something it did not allocate
-    made = ast.unparse(element) + "."
+    # the interpreter labels a call's result by its callee (``self.model.state()``), without the arguments
+    made = (ast.unparse(element) + ".", ast.unparse(element.func) + "().")
     return all(b.fresh or (b.origin is None and b.label.startswith(made)) for b in alias.reads)
 
 
