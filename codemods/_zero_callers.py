@@ -121,12 +121,27 @@ class CallerZero(TapeReads):
         return True
 
     def _instances(self, cls: cst.ClassDef) -> set[str]:
-        """Names the file binds to an instance of ``cls`` (``example = Example(...)``)."""
-        return {
+        """Names the file binds to an instance of ``cls``: ``example = Example(...)``, and the parameter of a
+        module-level function of the file that a call hands such an instance (``train(Example(), ...)`` or
+        ``train(example, ...)`` with ``def train(trainer, ...)``: a library-style runner)."""
+        def made(node: cst.BaseExpression) -> bool:
+            return isinstance(node, cst.Call) and self.code(node.func) == cls.name.value
+
+        names = {
             t.target.value for a in self.nodes(self.tree, cst.Assign) for t in a.targets
-            if isinstance(t.target, cst.Name) and isinstance(a.value, cst.Call)
-            and self.code(a.value.func) == cls.name.value
+            if isinstance(t.target, cst.Name) and made(a.value)
         }
+        runners = {f.name.value: f for f in self.tree.body if isinstance(f, cst.FunctionDef)}
+        for call in self.nodes(self.tree, cst.Call):
+            runner = runners.get(call.func.value) if isinstance(call.func, cst.Name) else None
+            if runner is None:
+                continue
+            params = list(runner.params.params)
+            for k, arg in enumerate(call.args):
+                if arg.keyword is None and k < len(params) and (
+                        made(arg.value) or isinstance(arg.value, cst.Name) and arg.value.value in names):
+                    names.add(params[k].name.value)
+        return names
 
     def _instance_calls(self, instances: set[str], name: str) -> list[tuple[cst.Call, str, cst.For | cst.While | None]]:
         """Each call ``<instance>.<name>(...)`` in the file: (call, instance, innermost loop around it)."""

@@ -333,6 +333,40 @@ def test_the_zero_goes_into_the_method_the_training_loop_consumes_gradients_with
         text, "inputs=[w, w.grad, 0.1])\n", "inputs=[w, w.grad, 0.1])\n        self.tape.zero()\n")
 
 
+RUNNER = SIBLING_CONSUMER.split("\n\ntrainer = Trainer()")[0] + """
+
+
+def train(trainer, n_iters, callback):
+    for it in range(n_iters):
+        trainer.forward()
+        trainer.backward()
+        callback(it, trainer)
+        trainer.step()
+
+
+def report(it, trainer):
+    if it == 0:
+        print("grad", w.grad.numpy())
+
+
+train(Trainer(), 4, report)
+"""
+
+
+def test_a_trainer_handed_to_a_runner_function_gets_its_zero_in_the_consuming_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blind corpus 3's rope_throw: the training loop is a generic ``train(trainer, n, callback)`` handed
+    ``Trainer()``; its parameter is the instance, so ``step()`` is the loop's last consumer as above."""
+    (tmp_path / "main.py").write_text(RUNNER, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = plan_fixes(["."], selection=Selection(select=["WF301"], use_cache=False))
+    assert [(e.finding.line, e.kept) for e in result.edits] == [(_line(RUNNER, "self.tape.backward(loss)"), True)]
+    assert "zero in the consuming method" in result.edits[0].reason
+    assert next(iter(result.changed.values())) == _mutate(
+        RUNNER, "inputs=[w, w.grad, 0.1])\n", "inputs=[w, w.grad, 0.1])\n        self.tape.zero()\n")
+
+
 @pytest.mark.parametrize("before", ["trainer.step()\n", "def warm(example):\n    example.step()\n\n\nwarm(trainer)\n"],
                          ids=["direct", "through-a-helper"])
 def test_no_zero_goes_into_a_consuming_method_that_also_runs_before_any_backward(
