@@ -69,8 +69,9 @@ def _allocated(alias: Event, events: Sequence[Event]) -> bool:
            and ev.call_stack == alias.call_stack and ev.loops == alias.loops
            and any(b.id not in own for b in (*ev.writes, *ev.accums)) for ev in events):
         return False  # the call writes something it did not allocate
-    # the interpreter labels a call's result by its callee (``self.model.state()``), without the arguments
-    made = (ast.unparse(element) + ".", ast.unparse(element.func) + "().")
+    # the interpreter labels a library call's result by its callee (``self.model.state()``), without the arguments
+    made = (ast.unparse(element) + ".",) + ((ast.unparse(element.func) + "().",) if alias.detail.get("library_made")
+                                            else ())
     return all(b.fresh or (b.origin is None and b.label.startswith(made)) for b in alias.reads)
 
 

@@ -305,7 +305,8 @@ class Expressions:
         reads are ``x``'s arrays, including the attributes of ``x`` first used later
         (``states[t].particle_q``)."""
         source = e.elt if isinstance(e, ast.ListComp) else e.left.elts[0]  # type: ignore[attr-defined]
-        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(source), "repeat": True})
+        ev = self.emit("rebind", e, src, detail={"target": _text(e), "source": _text(source), "repeat": True,
+                                                  "library_made": only.external})
         todo, seen = [only], set()
         while todo:
             v = todo.pop()
