@@ -69,6 +69,7 @@ from codemods._cst import call_name, keyword, positional
 from codemods._hoist_carries import CarryHoist
 from codemods._hoist_gradients import GradientHoist, data_lines
 from codemods._hoist_loss import LossRefusal, LossWalk
+from codemods._hoist_running_total import running_total
 from codemods._hoist_state_lists import StateList
 
 _LOOP_EXITS = (cst.Break, cst.Continue, cst.Return)
@@ -126,6 +127,8 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         if expected_zero - {self.pos(s).start.line for s in zeros}:
             raise self.not_applicable(f"tape.zero() at line(s) {sorted(expected_zero)} is not in the window loop")
         accumulations = self._accumulations(body, with_stmt, zeros, bwd)
+        window_loss = loss
+        loss = running_total(self, body, with_stmt, loop, loss) or loss
         loss_alloc, loss_zeroings = self._loss_allocation(body, with_stmt, loss, loop, scope)
         states = self._state_lists(body, loop, scope)
         scratch = self._scratch_outputs(loop, scope, loss, states)
@@ -177,7 +180,10 @@ class HoistWindowTape(GradientHoist, CarryHoist):
             *([self._total_allocation(loss_alloc, total)] if loss_alloc is not None else []), made_stmt,
         ])
         self._retarget_consumers(block, loop, scope, accumulations, zeros, tape, total)
-        self.context.scratch["summary"] = self._summary(states, frames, None if loss_alloc is not None else loss)
+        summary = self._summary(states, frames, None if loss_alloc is not None else loss)
+        if loss != window_loss:
+            summary = f"each window's {window_loss} is added into {loss} on the tape; {summary}"
+        self.context.scratch["summary"] = summary
 
     # -- checks -----------------------------------------------------------------------------
     def _check_loop(self, loop: cst.For) -> None:

@@ -287,3 +287,76 @@ def test_a_pass_made_tape_is_made_before_the_loop_when_its_block_makes_none() ->
 def test_printing_the_shared_loss_in_a_window_is_a_read() -> None:
     code = TRAINER.replace("                self.advance(t)\n", "                self.advance(t)\n                print(self.loss)\n")
     assert "        tape.backward(self.loss)\n" in rewrite(code, "tape.backward(self.loss)")
+
+
+# -- a window's own loss, added into a running total on the tape ---------------------------------------
+SEGMENTS = KERNELS + '''
+@wp.kernel
+def add_into(part: wp.array(dtype=float), total: wp.array(dtype=float)):
+    wp.atomic_add(total, 0, part[0])
+
+
+class Inversion:
+    def __init__(self):
+        self.q = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(5)]
+        self.gain = wp.array([0.1], dtype=float, requires_grad=True)
+        self.parts = [wp.zeros(1, dtype=float, requires_grad=True) for _ in range(4)]
+        self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+    def segment_loss(self, k):
+        wp.launch(cost, 4, inputs=[self.q[k + 1]], outputs=[self.parts[k]])
+        return self.parts[k]
+
+    def iterate(self):
+        self.loss.zero_()
+        for k in range(4):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(step, 4, inputs=[self.q[k], self.gain], outputs=[self.q[k + 1]])
+                part = self.segment_loss(k)
+                wp.launch(add_into, dim=1, inputs=[part], outputs=[self.loss])
+            tape.backward(part)
+        return self.loss
+'''
+
+
+def test_a_window_loss_added_into_a_running_total_hoists_to_one_backward_of_the_total() -> None:
+    """Blind corpus 3's wave_sensors: each segment backwards its own ``part`` (an array a method returns, not an
+    allocation the hoist could sum), and a launch on the same tape adds ``part`` into ``self.loss``, zeroed once
+    before the loop: that total is the episode's loss, and the one backward after the loop differentiates it."""
+    after = rewrite(SEGMENTS, "tape.backward(part)")
+    assert after == SEGMENTS.replace(
+        "        for k in range(4):\n            tape = wp.Tape()\n            with tape:\n",
+        "        tape = wp.Tape()\n        with tape:\n            for k in range(4):\n",
+    ).replace("            tape.backward(part)\n", "        tape.backward(self.loss)\n")
+    # a total the windows also reset is no running sum: the refusal is the per-window loss's
+    reset = SEGMENTS.replace("outputs=[self.loss])\n            tape.backward",
+                             "outputs=[self.loss])\n                self.loss.zero_()\n            tape.backward")
+    assert "part is not allocated with wp.zeros in the window loop" in refusal(reset, "tape.backward(part)")
+
+
+SET_UP_ONCE = SEGMENTS.replace(
+    "                wp.launch(step, 4, inputs=[self.q[k], self.gain], outputs=[self.q[k + 1]])\n",
+    "                if k == 0:\n"
+    "                    wp.launch(step, 4, inputs=[self.q[0], self.gain], outputs=[self.q[1]])\n"
+    "                wp.launch(step, 4, inputs=[self.q[k + 1], self.q[k + 1]], outputs=[self.q[k + 2]])\n",
+).replace("range(5)", "range(6)").replace("inputs=[self.q[k + 1]], outputs=[self.parts[k]]",
+                                          "inputs=[self.q[k + 2]], outputs=[self.parts[k]]") + '''
+
+inv = Inversion()
+for it in range(3):
+    inv.iterate()
+    inv.gain.assign(inv.gain.numpy() - 0.1 * inv.gain.grad.numpy())
+'''
+
+
+def test_a_parameter_only_the_first_window_reads_is_still_summed_over_truncated_windows() -> None:
+    """The parameter enters in a set-up under ``if k == 0:`` (the initial displacement); the later windows reach
+    it only through the state the first carries over, which their per-window backwards treat as constant. The
+    first window's own writes of that state are the episode's initial state, not an intermediate."""
+    from warpfix.engine import check_sources
+
+    findings = check_sources({"main.py": SET_UP_ONCE}, select=["WF601"]).findings
+    assert [(f.rule, f.line) for f in findings] == [("WF601", SET_UP_ONCE.splitlines().index(
+        "            tape.backward(part)") + 1)]
+    assert "gradients of `self.gain` are summed" in findings[0].message

@@ -55,12 +55,21 @@ def carried_buffers(first: list[Event], second: list[Event]) -> tuple[Event, lis
             hit = [
                 b
                 for b in true_reads(ev)
-                if b.root().id in tainted and b.grad_of is None and _from_outside(first, ev, b)
+                if b.root().id in tainted and b.grad_of is None and _from_outside(first, second, ev, b)
             ]
             if hit:
                 return ev, hit
         _propagate(ev, tainted, seed=False)
     return None
+
+
+def _set_up_in_first(first: list[Event], second: list[Event], counterpart: Buffer) -> bool:
+    """Whether the first window wrote ``counterpart`` only by ops that the second window does not run (a
+    set-up under ``if k == 0:``, ``sim.start()``): then it is the episode's initial state, not an intermediate
+    whose second-window writer the model missed."""
+    later = {(e.span, e.kind) for e in second}
+    writers = [e for e in first if any(b.root().id == counterpart.root().id for b in outputs(e))]
+    return bool(writers) and all((e.span, e.kind) not in later for e in writers)
 
 
 def accumulated_seeds(window: list[Event], backward: Event) -> list[str]:
@@ -85,9 +94,9 @@ def accumulated_seeds(window: list[Event], backward: Event) -> list[str]:
     return sorted(seeds.values()) if seeds and accumulated == set(seeds) else []
 
 
-def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
+def _from_outside(first: list[Event], second: list[Event], ev: Event, buf: Buffer) -> bool:
     """Whether the first window's run of ``ev``'s site read, in ``buf``'s place, an array that the first
-    window had not written before it."""
+    window had not written before it, or had written only in a set-up the later windows skip."""
     param = next((p for p, b in ev.binding.items() if b.id == buf.id), None)
     written: set[int] = set()
     for prev in first:
@@ -99,7 +108,7 @@ def _from_outside(first: list[Event], ev: Event, buf: Buffer) -> bool:
                 if position is None or position >= len(prev.reads):
                     return False
                 counterpart = prev.reads[position]
-            return counterpart.root().id not in written
+            return counterpart.root().id not in written or _set_up_in_first(first, second, counterpart)
         written.update(b.root().id for b in outputs(prev))
     return False
 
@@ -121,17 +130,22 @@ def _propagate(ev: Event, tainted: set[int], *, seed: bool) -> None:
             tainted.add(b.root().id)
 
 
-def shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
-    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
-    those the project allocates; a library model hands every window's tape dozens of arrays that merely
-    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
-    consumed = {
+def consumed_gradients(trace: Trace) -> set[int]:
+    """The root ids of the arrays whose ``.grad`` the program reads."""
+    return {
         b.grad_of.root().id
         for e in trace.events
         if e.kind == "grad_read"
         for b in e.reads
         if b.grad_of is not None
     }
+
+
+def shown_params(trace: Trace, params: dict[int, Buffer]) -> str:
+    """The summed parameters as the message names them: those whose ``.grad`` the program reads, else
+    those the project allocates; a library model hands every window's tape dozens of arrays that merely
+    ask for a gradient (``finalize().spring_indices``), which are counted, not listed."""
+    consumed = consumed_gradients(trace)
     chosen = [p for k, p in params.items() if k in consumed] or [p for p in params.values() if p.origin is not None]
     if not chosen:
         return f"the {len(params)} arrays every window's tape reads"

@@ -15,6 +15,7 @@ from warpfix.model.tapeflow import Window, anchor, iterations, line_ref
 from warpfix.model.window_carry import (
     accumulated_seeds,
     carried_buffers,
+    consumed_gradients,
     shown_params,
     steps_parameters,
     window_params,
@@ -300,7 +301,11 @@ for it in range(5):
             return None
         params = window_params(first)
         later = window_params(second)
-        params = {k: v for k, v in params.items() if k in later}
+        # the parameters both windows read, and those whose gradient the program consumes although only the first
+        # window reads them (a set-up under `if k == 0:`): the later windows reach them only through the state
+        # the first carries over, which their per-window backwards treat as constant
+        consumed = consumed_gradients(trace)
+        params = {k: v for k, v in params.items() if k in later or k in consumed}
         if not params or steps_parameters(events[w0.start : w1.stop], params):
             return None
         carried = carried_buffers(first, second)
