@@ -126,7 +126,9 @@ class GradientHoist(FindingCommand):
         """Point readers of the accumulation buffers at ``p.grad`` and zero the tape after the last one;
         when a buffer outlives the block (a parameter, other uses), accumulate once after the backward."""
         rest = list(block[list(block).index(loop) + 1 :])
-        after = [self.statement(f"{tape}.backward({total})\n")]
+        seed = getattr(self, "seed", None)
+        call = f"grads={{{total}: {seed}}}" if seed is not None else total
+        after = [self.statement(f"{tape}.backward({call})\n")]
         if not accumulations:
             if zeros:
                 raise self.not_applicable(f"{tape}.zero() discards every window's gradient unread")

@@ -29,6 +29,16 @@ _ARRAY_WRITES = ("write", "rmw", "inplace_mul", "read")
 _READ_ONLY = frozenset({"print", "repr", "str", "format", "float", "int", "bool", "len", "id", "isinstance", "type"})
 
 
+def _bound_names(fn: ast.FunctionDef) -> set[str]:
+    """The names ``fn`` binds itself: its parameters and the targets of its assignments."""
+    params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg]
+    return {a.arg for a in params if a is not None} | {
+        t.id for n in nodes(fn.body) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for t in ast.walk(target) if isinstance(t, ast.Name)
+    }
+
+
 class LossRefusal(Exception):
     """The windows do not visibly only add into the loss; the message says where."""
 
@@ -171,12 +181,13 @@ class LossWalk(ProjectCode):
                     forms.add(param)
                 elif form.startswith((expr + ".", expr + "[")):
                     forms.add(param + form[len(expr):])
-        if frame.func is None and callee.module is frame.module:  # module-level names the callee sees
-            local = set(named) | {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None} | {
-                t.id for n in nodes(fn.body) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                for t in ast.walk(target) if isinstance(t, ast.Name)
-            }
+        shared = callee.module is frame.module and (
+            frame.func is None  # module-level names the callee sees
+            # a closure defined in the caller, or beside it in a function around both: the names they share
+            or self._enclosing(callee.module, fn, ast.FunctionDef) is not None)
+        if shared:
+            local = _bound_names(fn) | (_bound_names(frame.func) if frame.func is not None and (
+                self._enclosing(callee.module, fn, ast.FunctionDef) is not frame.func) else set())
             forms |= {f for f in frame.forms if f.split(".")[0].split("[")[0] not in local}
         if not forms:
             return

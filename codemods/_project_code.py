@@ -65,7 +65,7 @@ class ProjectCode:
         """The project functions/methods ``call`` may run (empty: none known)."""
         func, module = call.func, frame.module
         if isinstance(func, ast.Name):
-            found = self._function(module, func.id)
+            found = self._nested_function(module, frame.func, func.id) or self._function(module, func.id)
             return [found] if found is not None else []
         if not isinstance(func, ast.Attribute):
             return []
@@ -92,6 +92,16 @@ class ProjectCode:
             return found
         imported = self._from_import(module, name)
         return self._top_function(*imported) if imported is not None else None
+
+    def _nested_function(self, module: ParsedModule, func: ast.FunctionDef | None, name: str) -> Frame | None:
+        """A function ``def name`` defined in the body of ``func`` or of a function around it (a closure the
+        caller sees by name), innermost first."""
+        while func is not None:
+            for node in func.body:
+                if isinstance(node, ast.FunctionDef) and node.name == name:
+                    return Frame(module, node, None, set(), f"{name}()")
+            func = self._enclosing(module, func, ast.FunctionDef)  # type: ignore[assignment]
+        return None
 
     def _top_function(self, module: ParsedModule, name: str) -> Frame | None:
         for node in module.tree.body:

@@ -71,6 +71,7 @@ from codemods._hoist_gradients import GradientHoist, data_lines
 from codemods._hoist_loss import LossRefusal, LossWalk
 from codemods._hoist_running_total import running_total
 from codemods._hoist_state_lists import StateList
+from codemods._hoist_tape_forms import context_made_tape, seeded_loss
 
 _LOOP_EXITS = (cst.Break, cst.Continue, cst.Return)
 
@@ -102,6 +103,8 @@ class HoistWindowTape(GradientHoist, CarryHoist):
 
     # -- the plan -------------------------------------------------------------------------
     def plan(self, tree: cst.Module) -> None:
+        self.seed: str | None = None  # ``grads={loss: seed}``
+        self.context_item: cst.WithItem | None = None  # ``with recording() as tape:``
         call = self.on_line(cst.Call, lambda c: call_name(c) == "backward" and isinstance(c.func, cst.Attribute))
         assert isinstance(call.func, cst.Attribute)
         bwd = self.statement_of(call)
@@ -130,6 +133,9 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         window_loss = loss
         loss = running_total(self, body, with_stmt, loop, loss) or loss
         loss_alloc, loss_zeroings = self._loss_allocation(body, with_stmt, loss, loop, scope)
+        if self.seed is not None and loss_alloc is not None:
+            raise self.not_applicable(f"the backward seeds {loss}, which each window allocates anew: no one array "
+                                      "holds every window's terms to seed")
         states = self._state_lists(body, loop, scope)
         scratch = self._scratch_outputs(loop, scope, loss, states)
         carries = self._carries(body, with_stmt, loop, scope, scratch)
@@ -159,8 +165,9 @@ class HoistWindowTape(GradientHoist, CarryHoist):
             ).with_changes(leading_lines=bwd.leading_lines))
         if scratch:
             self.insert_before(body[0], [s.with_changes(leading_lines=()) for s in scratch])
+        item = self.context_item or cst.WithItem(item=self.expression(tape))
         self.replace(loop, lambda new: cst.With(
-            items=[cst.WithItem(item=self.expression(tape))],
+            items=[item.with_changes(comma=cst.MaybeSentinel.DEFAULT)],
             body=cst.IndentedBlock(body=[new.with_changes(leading_lines=())]),
             leading_lines=new.leading_lines,
         ))
@@ -175,9 +182,11 @@ class HoistWindowTape(GradientHoist, CarryHoist):
         if initial:
             outer, allocs = initial
             self.insert_before(outer.body.body[0], [a.with_changes(leading_lines=()) for a in allocs])
-        made_stmt = creation.with_changes(leading_lines=()) if creation is not None else self.statement(made)
+        made_stmt = creation.with_changes(leading_lines=()) if creation is not None else (
+            self.statement(made) if made else None)
         self.insert_before(loop, [
-            *([self._total_allocation(loss_alloc, total)] if loss_alloc is not None else []), made_stmt,
+            *([self._total_allocation(loss_alloc, total)] if loss_alloc is not None else []),
+            *([made_stmt] if made_stmt is not None else []),
         ])
         self._retarget_consumers(block, loop, scope, accumulations, zeros, tape, total)
         summary = self._summary(states, frames, None if loss_alloc is not None else loss)
@@ -198,7 +207,12 @@ class HoistWindowTape(GradientHoist, CarryHoist):
                 raise self.not_applicable(f"`{kind}` at line {self.pos(node).start.line} leaves the window loop early")
 
     def _loss_arg(self, call: cst.Call) -> str:
-        """The loss as written: a name, or an attribute/subscript place (``self.loss``) without calls."""
+        """The loss as written: a name, or an attribute/subscript place (``self.loss``) without calls; the seeded
+        array of ``tape.backward(grads={array: seed})`` (:mod:`codemods._hoist_tape_forms`)."""
+        seeded = seeded_loss(self, call)
+        if seeded is not None:
+            self.seed = seeded[1]
+            return seeded[0]
         args = positional(call)
         arg = args[0] if args else keyword(call, "loss")
         if arg is None or not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)) or len(call.args) != 1 or (
@@ -225,6 +239,9 @@ class HoistWindowTape(GradientHoist, CarryHoist):
                 i.asname is not None and self.code(i.asname.name) == tape for i in stmt.items
             ):
                 item = stmt.items[0]
+                if len(stmt.items) == 1 and context_made_tape(self, item):
+                    self.context_item = item  # the hoisted loop runs in one such block
+                    return None, ""
                 if len(stmt.items) != 1 or call_name(item.item) != "Tape":
                     raise self.not_applicable(
                         f"`with ... as {tape}:` at line {self.pos(stmt).start.line} binds {tape} to something other "

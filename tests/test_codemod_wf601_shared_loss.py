@@ -360,3 +360,51 @@ def test_a_parameter_only_the_first_window_reads_is_still_summed_over_truncated_
     assert [(f.rule, f.line) for f in findings] == [("WF601", SET_UP_ONCE.splitlines().index(
         "            tape.backward(part)") + 1)]
     assert "gradients of `self.gain` are summed" in findings[0].message
+
+
+CLOSURE_WINDOWS = KERNELS + '''
+import contextlib
+
+
+@contextlib.contextmanager
+def recording():
+    tape = wp.Tape()
+    with tape:
+        yield tape
+
+
+def make_loss_fn(steps):
+    q = [wp.zeros(4, dtype=float, requires_grad=True) for _ in range(steps + 1)]
+    err = wp.zeros(1, dtype=float, requires_grad=True)
+    seed = wp.ones(1, dtype=float)
+
+    def simulate_window(w, gain):
+        wp.launch(step, 4, inputs=[q[w], gain], outputs=[q[w + 1]])
+        wp.launch(cost, 4, inputs=[q[w + 1]], outputs=[err])
+
+    def loss_fn(gain):
+        err.zero_()
+        for w in range(steps):
+            with recording() as tape:
+                simulate_window(w, gain)
+            tape.backward(grads={err: seed})
+        return tape
+
+    return loss_fn
+'''
+
+
+def test_a_context_manager_tape_and_a_seeded_backward_hoist_around_a_closure() -> None:
+    """Blind corpus 3's glider_drop: the window's tape comes from a project ``@contextmanager`` that yields a new
+    tape it records on, the backward is seeded (``grads={err: seed}``), and the launches adding into ``err`` are
+    in a closure beside the loss function: the loop moves into one such block, the same seeded backward after it."""
+    after = rewrite(CLOSURE_WINDOWS, "tape.backward(grads={err: seed})")
+    assert after == CLOSURE_WINDOWS.replace(
+        "        for w in range(steps):\n            with recording() as tape:\n                simulate_window(w, gain)\n"
+        "            tape.backward(grads={err: seed})\n",
+        "        with recording() as tape:\n            for w in range(steps):\n                simulate_window(w, gain)\n"
+        "        tape.backward(grads={err: seed})\n",
+    )
+    # a context manager that does something else than make and record a tape is not one
+    other = CLOSURE_WINDOWS.replace("    with tape:\n        yield tape\n", "    yield tape\n")
+    assert "binds tape to something other than a new wp.Tape()" in refusal(other, "tape.backward(grads=")
