@@ -59,6 +59,7 @@ class FreshOutput(FindingCommand):
     DATA = {
         "written": "the swapped name the loop writes into",
         "arg": "the launch's output argument to allocate fresh (when the span is the launch)",
+        "full_write": "False when the launch may leave elements of its output unwritten (no fresh array then)",
     }
 
     def describe_missing(self) -> str:
@@ -295,9 +296,34 @@ class FreshOutput(FindingCommand):
         if any(i.deep_equals(hit) for i in inputs):
             raise self.not_applicable(f"the launch at line {self.pos(call).start.line} also reads {self.code(hit)}")
         stmt = self.statement_of(call)
+        if self.data["full_write"] is False:
+            raise self.not_applicable(f"the launch at line {self.pos(call).start.line} may leave elements of "
+                                      f"{self.code(hit)} unwritten: a fresh array would hold other values there")
+        self._refuse_stranded_alias(hit, stmt)
         self.check_rebindable(hit, stmt, through_return=True)
         text = self.code(hit)
         self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.empty_like({text})\n")])
+
+
+    def _refuse_stranded_alias(self, hit: cst.BaseExpression, stmt: cst.BaseStatement) -> None:
+        """A slot of a list (``work[(k + 1) % 2]``) that another name also holds (``u.dof_values = work[-1]``,
+        outside the loop): a fresh array in the slot would not reach that name, whose readers would then see the
+        old array, so the forward would change."""
+        if not isinstance(hit, cst.Subscript):
+            return
+        root = self.code(hit).split("[")[0]
+        loop = self.enclosing(stmt, (cst.For, cst.While))
+        scope = self.enclosing(stmt, cst.FunctionDef) or self.tree
+        for assign in self._scope_assigns(scope):
+            if loop is not None and any(a is loop for a in self.ancestors(assign)):
+                continue
+            targets = [self.code(t.target).split("[")[0].split(".")[0] for t in assign.targets]
+            if root in targets:
+                continue
+            if any(v.split("[")[0] == root and v != root for v in self._bound_places(assign)):
+                raise self.not_applicable(
+                    f"`{self.code(assign.targets[0].target)}` also holds a slot of {root} (line "
+                    f"{self.pos(assign).start.line}): a fresh array in the slot would not reach it")
 
 
 def _module_names(module: cst.Module) -> set[str]:

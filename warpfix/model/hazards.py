@@ -243,6 +243,19 @@ def launch_aliases(ev: Event, param: str) -> list[str]:
             if p != param and b.id == buf.id and p in kernel.params and kernel.params[p].read]
 
 
+def _root(name: str) -> str:
+    """The name an access starts from: ``cur`` of ``cur.v``, ``states`` of ``states[t].q``."""
+    return name.split(".")[0].split("[")[0]
+
+
+def _binds_a_name_of(rebind: Event, hazard: Hazard) -> bool:
+    """Whether the rebinding binds one of the names the hazard reads or writes the array by (``states[0] =
+    states[-1]``, ``cur = nxt``), not another name (``u.dof_values = work[-1]``, which only names the slot a
+    ring of buffers also reuses)."""
+    target = rebind.detail.get("target")
+    return not isinstance(target, str) or _root(target) in (_root(hazard.read.name), _root(hazard.write.name))
+
+
 def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
@@ -258,11 +271,12 @@ def classify(hazard: Hazard) -> str:
         return "WF101"
     if ev.kind in ("zero", "fill"):
         return "WF105"
-    if param is not None and "." in param:
-        return "WF107"
+    if param is not None and "." in param and _root(hazard.read.name) == _root(hazard.write.name):
+        return "WF107"  # a struct's field overwritten under the name it was read by (under another: a rotation)
     if ev.kernel is not None and param is not None and rmw_store_spans(ev.kernel, param):
         return "WF106"
-    if hazard.read.name != hazard.write.name and alias_event(hazard, ("rebind",)) is not None:
+    rebind = alias_event(hazard, ("rebind",))
+    if hazard.read.name != hazard.write.name and rebind is not None and _binds_a_name_of(rebind, hazard):
         return "WF103"  # read and overwritten under two names that a rebinding made one array
     if ev.kernel is not None and param is not None and not ev.detail.get("library") and launch_aliases(ev, param):
         # the program's own launch reads the array it overwrites: a read-modify-write through two arguments

@@ -34,6 +34,25 @@ def _tid_targets(kernel: ast.FunctionDef) -> set[str]:
     return out
 
 
+def full_store_refusal(kd: KernelDef, out: str) -> str | None:
+    """Why a launch of ``kd`` might leave elements of ``out`` unwritten (a fresh array there would hold other
+    values than the reused one), or None: every store of ``out`` is at the thread's own ``wp.tid()`` element,
+    unconditional, outside loops, and ``out`` is only stored."""
+    facts = kd.params.get(out)
+    if facts is None or not isinstance(kd.node, ast.FunctionDef):
+        return f"`{out}` is not a parameter the model knows the accesses of"
+    writes = facts.accesses
+    if any(a.kind != "write" for a in writes) or not writes:
+        return f"`{out}` is used other than stored"
+    tids = _tid_targets(kd.node)
+    if any(a.loops or a.via or a.index not in tids for a in writes):
+        return f"`{out}` is indexed other than by the thread's own `wp.tid()` element"
+    top = {stmt.lineno for stmt in kd.node.body}
+    if any(a.span.line not in top for a in writes):
+        return f"a store of `{out}` is conditional or nested"
+    return None
+
+
 def fresh_output_refusal(kd: KernelDef, read: str, out: str) -> str | None:
     """Why a fresh output for ``out`` (the launch passing a new array there, the old one still as ``read``)
     might change a forward value, or None: it keeps them when each thread reads ``read`` only at its own

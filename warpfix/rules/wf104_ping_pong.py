@@ -12,6 +12,7 @@ from warpfix.model.facts import Event
 from warpfix.model.hazards import Hazard, alias_event, hazard_data, read_related
 from warpfix.model.local_binding import last_binding
 from warpfix.rules._hazard_rule import HazardRule
+from warpfix.rules._launch_alias import full_store_refusal
 from warpfix.rules.base import Example, RuleDoc
 
 if TYPE_CHECKING:
@@ -194,6 +195,8 @@ tape.backward(loss)
                 related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
             )
             return
+        # whether each step writes the whole output (a fresh array then holds what the reused one held)
+        full = ev.kernel is None or hz.write.param is None or full_store_refusal(ev.kernel, hz.write.param) is None
         src = self._files.get(ev.span.path)
         root = name.split(".")[0]
         bound = _rotating_binding(src, ev.span, root) if src is not None and root.isidentifier() else None
@@ -202,14 +205,14 @@ tape.backward(loss)
                 bound,
                 f"`{root}` takes a buffer used in turn, so {wrote}; that adjoint will replay against "
                 f"the new values. Allocate a fresh `{name}` for this step",
-                data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
+                data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name), full_write=full),
                 related=(*read_related(hz), (ev.span, f"`{name}` overwritten here")),
             )
             return
         yield self.finding(
             ev.span,
             f"{wrote}; that adjoint will replay against the new values. Allocate a fresh `{name}` for this step",
-            data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name)),
+            data=hazard_data(hz, arg=_launch_args(ev).get(hz.write.param or "", name), full_write=full),
             related=read_related(hz),
         )
 
