@@ -54,7 +54,9 @@ class MoveAcrossBackward(BackwardMethod):
     DESCRIPTION = "WF302/WF303/WF304: move work after tape.backward(...) (or a .grad read before tape.zero())."
     RULES = ("WF302", "WF303", "WF304")
     DATA = {"tape": "the tape expression (`tape`, `self.tape`)",
-            "written": "(WF303) the array the write overwrites, as written"}
+            "written": "(WF303) the array the write overwrites, as written",
+            "backward_line": "the line of the call, in the statement's block, that runs the backward",
+            "consumer_lines": "lines of that block's statements after it that read a gradient"}
 
     def describe_missing(self) -> str:
         return "no statement"
@@ -88,6 +90,8 @@ class MoveAcrossBackward(BackwardMethod):
         if anchor is not None:
             self._move(stmt, anchor, block[index + 1: block.index(anchor) + 1], after=True)
             return
+        if self.data["backward_line"] and self._after_the_backward_call(stmt, block, index):
+            return
         loop = self._loop_around(stmt)
         if loop is not None:
             outer_block = list(self.block_of(loop))
@@ -120,6 +124,25 @@ class MoveAcrossBackward(BackwardMethod):
             self._move_to_callers(stmt, outer, tape)
             return
         raise self.not_applicable("no `tape.backward(...)` statement follows in the same block")
+
+    def _after_the_backward_call(self, stmt: cst.BaseStatement, block: list[cst.BaseStatement], index: int) -> bool:
+        """The statement is a call the loop makes before the call that runs the backward (``trainer.apply()``
+        before ``trainer.backward()``, :mod:`warpfix.model.call_order`): it moves after that call and after the
+        loop's later statements that read a gradient (``callback(...)``), which it would otherwise change."""
+        line = int(str(self.data["backward_line"]))
+        consumers = {int(n) for n in self.data["consumer_lines"] or ()}
+        later = block[index + 1:]
+        backward = next((s for s in later if self.pos(s).start.line == line), None)
+        if backward is None:
+            return False
+        rest = later[later.index(backward):]
+        dest = max((s for s in rest if self.pos(s).start.line in consumers), key=rest.index, default=backward)
+        self._move(stmt, dest, later[: later.index(dest) + 1], after=True)
+        self.context.scratch["summary"] = (
+            f"moved after the call that runs the backward (line {line})"
+            + (f" and the gradient reads after it (to line {self.pos(dest).start.line})" if dest is not backward else "")
+        )
+        return True
 
     def _move_to_callers(self, stmt: cst.BaseStatement, block: cst.With, tape: str) -> None:
         """The backward is another method's (``backward()``), called after the tape block's method by the

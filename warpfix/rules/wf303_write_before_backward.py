@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
+from warpfix.model.call_order import call_apart, recording_of
 from warpfix.model.facts import Event, Trace, exclusive
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
@@ -130,17 +131,23 @@ tape.backward(loss)
                     if bwd is None:
                         continue
                     buf, reader = hit
-                    where = anchor(ev, bwd)
+                    apart = call_apart(events, ev, bwd, recording_of(events, bwd))
+                    where = apart.site if apart is not None else anchor(ev, bwd)
+                    through = "" if apart is None else (
+                        f"; this call runs it before the one that runs the backward "
+                        f"({line_ref(apart.backward, where)}): call it after that")
                     yield self.finding(
                         where,
                         f"{describe_event(ev)} overwrites `{ev.name_of(buf)}`, which the tape read at "
                         f"{line_ref(reader.span, where)}, before that tape's backward "
                         f"({line_ref(bwd.span, where)}): backward replays the adjoints against the new "
-                        f"contents; move the write after the backward",
+                        f"contents; move the write after the backward{through}",
                         # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
                         data={"tape": tape_display_name(bwd), "written": ev.name_of(buf),
-                              **({"conditional": True} if conditional_launch(reader) else {})},
-                        related=((reader.span, "read on the tape here"), (bwd.span, "backward here")),
+                              **({"conditional": True} if conditional_launch(reader) else {}),
+                              **(apart.data() if apart is not None else {})},
+                        related=((reader.span, "read on the tape here"), (bwd.span, "backward here"),
+                                 *(((ev.span, "the write"),) if apart is not None else ())),
                     )
             if tape is not None and ev.kind in DIFFERENTIABLE:
                 readers = reads.setdefault(tape, {})

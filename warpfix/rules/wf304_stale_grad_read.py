@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
+from warpfix.model.call_order import call_apart, recording_of
 from warpfix.model.facts import Trace
 from warpfix.model.grad_walk import early_read, takes_reference, walk_grads
 from warpfix.model.tapeflow import anchor, line_ref, runs_with, tape_display_name
@@ -165,13 +166,18 @@ tape.backward(loss)
                 bwd = early[1]
                 if any(scope.tape == bwd.tape for scope in ev.tapes):
                     continue  # inside that tape's own `with` block: an optimizer step on the tape (WF302)
-                where = anchor(ev, bwd)
+                apart = call_apart(events, ev, bwd, recording_of(events, bwd))
+                where = apart.site if apart is not None else anchor(ev, bwd)
+                through = "" if apart is None else (
+                    f"; this call reads it before the one that runs the backward ({line_ref(apart.backward, where)})"
+                    ": call it after that")
                 yield self.finding(
                     where,
                     f"`{name}` is read before the backward that produces it "
-                    f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros)",
-                    data={"tape": tape_display_name(bwd)},
-                    related=((bwd.span, "gradient produced here"),),
+                    f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros){through}",
+                    data={"tape": tape_display_name(bwd), **(apart.data() if apart is not None else {})},
+                    related=((bwd.span, "gradient produced here"),
+                             *(((ev.span, "the read"),) if apart is not None else ())),
                 )
             else:
                 st = states.get(owner.id)

@@ -1,0 +1,66 @@
+"""Where an operation that runs too early is placed when the training loop's order of calls is the cause.
+
+A trainer's methods called in turn by a loop (``trainer.forward()``, ``trainer.apply()``, ``trainer.backward()``):
+the optimizer step in ``apply()`` overwrites a parameter the tape read, and reads its gradient, before
+``backward()`` runs. Inside ``apply()`` nothing is misplaced; the loop calls it too early. The finding belongs
+at ``trainer.apply()``, and the fix moves that call after ``trainer.backward()`` and after the loop's other
+gradient readers (a progress callback), as if the two methods' bodies were written in the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warpfix.finding import Span
+from warpfix.model.facts import Event
+
+
+@dataclass(frozen=True)
+class CallApart:
+    """``ev``'s call in the frame that calls it and the backward apart: ``site`` (``trainer.apply()``),
+    ``backward`` (``trainer.backward()``), and the lines of that frame's later statements reading a gradient."""
+
+    site: Span
+    backward: Span
+    consumers: tuple[int, ...]
+
+    def data(self) -> dict[str, object]:
+        return {"backward_line": self.backward.line, "consumer_lines": list(self.consumers)}
+
+
+def _common(a: tuple[Span, ...], b: tuple[Span, ...]) -> int:
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def call_apart(events: list[Event], ev: Event, bwd: Event, recording: Event | None) -> CallApart | None:
+    """When ``ev`` and the backward ``bwd`` each run inside a separate call made by one frame, and ``ev``'s call
+    is not the one that records the tape (``recording``: its ``tape_begin``), that frame's view (see the module);
+    None otherwise (``ev`` is then placed where it is, or at its call seen from the backward's function)."""
+    k = _common(ev.call_stack, bwd.call_stack)
+    if len(ev.call_stack) <= k or len(bwd.call_stack) <= k:
+        return None
+    site, backward = ev.call_stack[k], bwd.call_stack[k]
+    if site.path != backward.path or site.line >= backward.line:
+        return None
+    if recording is not None and recording.call_stack[: k + 1] == ev.call_stack[: k + 1]:
+        return None  # the same call records the tape: the operation belongs inside it
+    prefix = ev.call_stack[:k]
+    consumers: set[int] = set()
+    start = events.index(bwd) + 1
+    for later in events[start:]:
+        if later.kind == "backward" and later.tape == bwd.tape:
+            break
+        if later.kind == "grad_read" and later.call_stack[:k] == prefix:
+            where = later.call_stack[k] if len(later.call_stack) > k else later.span
+            if where.path == site.path and where.line > backward.line:
+                consumers.add(where.line)
+    return CallApart(site, backward, tuple(sorted(consumers)))
+
+
+def recording_of(events: list[Event], bwd: Event) -> Event | None:
+    """The ``tape_begin`` of the last recording on ``bwd``'s tape before it."""
+    idx = events.index(bwd)
+    return next((e for e in reversed(events[:idx]) if e.kind == "tape_begin" and e.tape == bwd.tape), None)
