@@ -64,6 +64,17 @@ class TestUseLength(CodemodTest):
         code = "d = wp.sqrt(wp.dot(a, b))\n"
         self.assertCodemod(code, code, line=1, expected_skip=True)
 
+    def test_sum_of_scalar_squares_becomes_the_length_of_a_vector(self) -> None:
+        """Blind corpus 3's TV regulariser: ``wp.vector`` takes the scalars' type, so float64 stays float64."""
+        self.assertCodemod("t = lam * wp.sqrt(dx * dx + dy * dy)\n", "t = lam * wp.length(wp.vector(dx, dy))\n", line=1)
+        self.assertCodemod("t = wp.sqrt(a[i] * a[i] + s.b * s.b + c * c)\n",
+                           "t = wp.length(wp.vector(a[i], s.b, c))\n", line=1)
+
+    def test_other_sums_are_skipped(self) -> None:
+        for code in ("d = wp.sqrt(x * x)\n", "d = wp.sqrt(x * x + y * z)\n", "d = wp.sqrt(f(x) * f(x) + y * y)\n",
+                     "d = wp.sqrt((x * x + y * y) + z * z)\n", "d = wp.sqrt(x * x + y * y + 1.0)\n"):
+            self.assertCodemod(code, code, line=1, expected_skip=True)
+
 
 class TestDropRetainGrad(CodemodTest):
     TRANSFORM = DropRetainGrad

@@ -48,6 +48,24 @@ def _sum_of_squares(src: SourceFile, e: ast.expr) -> bool:
     return False
 
 
+def _scalar_squares(e: ast.expr) -> list[str] | None:
+    """The texts of ``a, b`` in ``a * a + b * b`` (2 to 4 squares of names, attributes or subscripts without
+    calls), which ``wp.length(wp.vector(a, b))`` computes alike; None for any other sum."""
+    terms: list[str] = []
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+            todo += [n.right, n.left]
+        elif (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+              and isinstance(n.left, (ast.Name, ast.Attribute, ast.Subscript))
+              and ast.dump(n.left) == ast.dump(n.right) and not any(isinstance(c, ast.Call) for c in ast.walk(n.left))):
+            terms.append(ast.unparse(n.left))
+        else:
+            return None
+    return terms if 2 <= len(terms) <= 4 else None
+
+
 def _exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue, ast.Break))
 
@@ -101,8 +119,9 @@ d = p[i] - p[j]
 dist = wp.length(d)
 """,
         fix=(
-            "Safe for the `sqrt(dot(v, v))` form (same forward value, guarded adjoint). The other "
-            "forms need a guard or a custom gradient and have no automatic fix."
+            "Safe for the `sqrt(dot(v, v))` form and for a sum of 2 to 4 scalar squares, `sqrt(a * a + b * b)` -> "
+            "`wp.length(wp.vector(a, b))` (same forward value, guarded adjoint). The other forms need a guard or a "
+            "custom gradient and have no automatic fix."
         ),
     )
     VALID = [
@@ -199,13 +218,15 @@ with wp.Tape() as tape:
                     elif _sum_of_squares(src, node.args[0]) and not _guarded(
                         parents, node, names_in(node.args[0])
                     ):
+                        terms = _scalar_squares(node.args[0])
                         yield self.finding(
                             src.span(node),
                             f"`wp.sqrt` of a sum of squares in {kd.kind} `{kd.name}` has an infinite "
                             f"derivative at zero; add an epsilon under the root, guard it, or use `wp.length`",
                             severity=severity,
-                            fix_safety=FixSafety.NONE,
-                            fix_description="guard the zero case or add an epsilon under the root",
+                            fix_safety=FixSafety.NONE if terms is None else FixSafety.SAFE,
+                            fix_description="guard the zero case or add an epsilon under the root" if terms is None
+                            else f"`wp.length(wp.vector({', '.join(terms)}))`: the same value, with a guarded adjoint",
                         )
                 elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
                     div = node.right
