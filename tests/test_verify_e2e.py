@@ -320,3 +320,14 @@ def test_a_reset_after_a_copy_read_it_is_no_overwrite_the_backward_sees(tmp_path
     assert "WF902" not in {f.rule for f in clean.findings}, [f.message for f in clean.findings]
     buggy = run_verify([sys.executable, "prog.py", "--bug"], cwd=str(tmp_path), timeout=120)
     assert "WF902" in {f.rule for f in buggy.findings}
+
+
+def test_a_launch_reading_the_array_it_overwrites_is_an_integrity_finding_at_that_launch():
+    """``inputs=[z], outputs=[z]``: the launch's own adjoint replays against what it wrote. The runtime check
+    reports it at the launch, as WF106's shape, and not for the separate-output version."""
+    report = verify("python", "inplace_activation.py")
+    found = [f for f in report.findings if f.rule == "WF902"]
+    assert found and {f.line for f in found} == {line_of("inplace_activation.py", "wp.launch(act,")}
+    assert {f.data["classified_as"] for f in found} == {"WF106"}
+    fixed = verify("python", "inplace_activation.py", "--fixed")
+    assert [f for f in fixed.findings if f.rule == "WF902"] == []

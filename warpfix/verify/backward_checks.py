@@ -226,7 +226,11 @@ class BackwardChecks:
                 if op.kind == "copy":
                     continue
                 for info in op.reads:
-                    if info in op.writes or info.order not in op.read_hash:
+                    if info.order not in op.read_hash:
+                        continue
+                    if info in op.writes:
+                        if _read_and_overwritten_apart(op, info):
+                            self._overwritten_by_itself(op, info, path, line, frame)
                         continue
                     if info.order not in current:
                         current[info.order] = digest(info.arr)
@@ -269,6 +273,19 @@ class BackwardChecks:
         if info.name.startswith("array#"):
             return info.label or "array"
         return family(info.name)
+
+    def _overwritten_by_itself(self, op: Op, info: ArrayInfo, path: str, line: int, frame: Any) -> None:
+        """WF902 for a launch handed one array as an input it reads and as an output it overwrites (``inputs=[z],
+        outputs=[z]``): its own adjoint replays against the values it wrote."""
+        self.resolve_name(info, frame)
+        fam = self.family_of(info)
+        msg = (f"the {op.label} at {op.path}:{op.line} reads `{info.name}` as one argument and overwrites it as "
+               f"another, so its adjoint at the backward at {path}:{line} replays against the values it wrote")
+        self.add_finding(
+            "WF902", op.path, op.line, msg, ("WF902", op.path, op.line, op.label, fam),
+            classified_as="WF103" if op.library else "WF106", library=op.library, array=info.name, family=fam,
+            reader=f"{op.path}:{op.line}", backward=f"{path}:{line}", writer=op.label, read_by=op.label,
+        )
 
     @staticmethod
     def overwrite_shape(culprit: Op, info: ArrayInfo, tape: Any) -> str:
@@ -363,3 +380,12 @@ class BackwardChecks:
         )
         self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
                          array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
+
+
+def _read_and_overwritten_apart(op: Op, info: ArrayInfo) -> bool:
+    """Whether ``op`` reads ``info`` through one argument and writes it through another (not one argument the
+    kernel updates in place, whose adjoint may need no old value: that is the static rule's to judge)."""
+    uses = op.positions.get(info.order, [])
+    written = {pos for pos, _, w in uses if w and pos is not None}
+    return bool(written) and any(r and not w and pos is not None and pos not in written for pos, r, w in uses)
+
