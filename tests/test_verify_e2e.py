@@ -331,3 +331,14 @@ def test_a_launch_reading_the_array_it_overwrites_is_an_integrity_finding_at_tha
     assert {f.data["classified_as"] for f in found} == {"WF106"}
     fixed = verify("python", "inplace_activation.py", "--fixed")
     assert [f for f in fixed.findings if f.rule == "WF902"] == []
+
+
+def test_later_segments_that_read_none_of_the_parameters_are_the_same_iteration():
+    """The parameter enters only in the first segment's set-up: the later segments' backwards (no leaf of their
+    own) belong to the first iteration, which the runtime check then shows truncated across its tapes (WF601);
+    the hoisted program's one backward of the running total is their sum, and passes."""
+    report = verify("python", "setup_window.py")
+    assert len([b for b in report.backwards if b.window == 0]) == 3
+    assert "WF601" in rules(report)
+    hoisted = verify("python", "setup_window.py", "--hoisted")
+    assert "WF601" not in rules(hoisted) and all(p.verdict == "pass" for b in hoisted.backwards for p in b.params)

@@ -80,7 +80,12 @@ class BackwardChecks:
             known = {id(i) for i in self.window_params}
             with self.paused():
                 host_written = [i for i in leaves if id(i) in known and digest(i.arr) != i.hash]
-            if not any(id(i) in known for i in leaves) or host_written:
+            # fresh parameters: leaves first read since the previous backward; a later window that reads none of
+            # the window's parameters, only the state the earlier windows carried over (no leaf, or only
+            # arrays read before), is not a new iteration
+            fresh = any((i.first_read or 0) >= self.ops_at_backward and not i.taped_write for i in leaves) or (
+                not leaves and not known)
+            if not any(id(i) in known for i in leaves) and fresh or host_written:
                 # a new iteration: fresh parameters, or parameters updated on the host
                 if self.past_cap:
                     self.finish("cap")
@@ -138,6 +143,7 @@ class BackwardChecks:
             if info not in self.window_params:
                 self.window_params.append(info)
         self.verified.append(record)
+        self.ops_at_backward = len(self.ops)
         self.backwards.append(entry)
         self.flush()
         return result

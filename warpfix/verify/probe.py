@@ -103,6 +103,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.tape_since: dict[int, int] = {}  # id(tape) -> op index of its last reset
         self.backwards: list[dict[str, Any]] = []
         self.verified: list[BackwardRecord] = []
+        self.ops_at_backward = 0  # how many operations the window had recorded at its last backward
         self.window_params: list[ArrayInfo] = []
         self.findings: list[dict[str, Any]] = []
         self._finding_keys: dict[tuple, dict[str, Any]] = {}
@@ -185,6 +186,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
             self.tape_start = None
             self.tape_state = {}
             self.verified = []
+            self.ops_at_backward = 0
             self.loss_mark = None
             self.host_grad_read = False
             self.host_reads = {}
