@@ -55,7 +55,9 @@ q_out = wp.empty_like(q)
 wp.launch(clamp_height, dim=n, inputs=[q, q_max], outputs=[q_out])
 q = q_out
 """,
-        fix="Safe: the output goes to fresh memory and the name is rebound; forward values are unchanged.",
+        fix=("Safe: the output goes to fresh memory and the name is rebound; forward values are unchanged. A kernel "
+             "that writes the element in several steps (`v[i] = a` then `v[i] = f(v[i])`) keeps it in a local and "
+             "stores it once at the end instead: the same values, and no launch changes."),
     )
     _KERNEL = """
 import warp as wp

@@ -54,7 +54,10 @@ tape.backward(loss)
 tape.backward(loss)
 q.zero_()
 """,
-        fix="Safe: the backward no longer sees the write; everything after it sees the same values.",
+        fix=("Safe: the backward no longer sees the write; everything after it sees the same values. When a training "
+             "loop calls the writing method before the one that runs the backward (`trainer.apply()` before "
+             "`trainer.backward()`), the finding is at that call, which moves after the backward's call and the "
+             "loop's later gradient readers."),
     )
     VALID = [
         Example(
