@@ -266,7 +266,9 @@ def score_check(op: Operator, mutant: Mutant, folder: Path, program: Program, ti
     said, hit = [], False
     for f in data.get("findings", []):
         said.append(f"{f['rule']}:{f['line']}:{f['severity']}")
-        if f["rule"] in op.accepts and f["severity"] == "error" and any(abs(f["line"] - a) <= LINE_TOLERANCE for a in anchors):
+        # within LINE_TOLERANCE of the finding's span (a multi-line call whose keyword line the mutant changed)
+        first, last = f["line"] - LINE_TOLERANCE, max(f["line"], f.get("end_line") or f["line"]) + LINE_TOLERANCE
+        if f["rule"] in op.accepts and f["severity"] == "error" and any(first <= a <= last for a in anchors):
             hit = True
     return hit, said
 
