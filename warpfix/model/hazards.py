@@ -271,8 +271,13 @@ def classify(hazard: Hazard) -> str:
         return "WF101"
     if ev.kind in ("zero", "fill"):
         return "WF105"
-    if param is not None and "." in param and _root(hazard.read.name) == _root(hazard.write.name):
-        return "WF107"  # a struct's field overwritten under the name it was read by (under another: a rotation)
+    if param is not None and "." in param:
+        rebind = alias_event(hazard, ("rebind",))
+        field_bound = rebind is not None and rebind.detail.get("target") in (hazard.read.name, hazard.write.name)
+        if field_bound or _root(hazard.read.name) == _root(hazard.write.name):
+            # a struct's field overwritten under the name it was read by, or bound to the array it aliases
+            # (`data.dst_keys = self._prev_keys`); under the two names of a rotation (`cur`, `nxt`): WF104's
+            return "WF107"
     if ev.kernel is not None and param is not None and rmw_store_spans(ev.kernel, param):
         return "WF106"
     rebind = alias_event(hazard, ("rebind",))
