@@ -259,8 +259,8 @@ def _binds_a_name_of(rebind: Event, hazard: Hazard) -> bool:
 def classify(hazard: Hazard) -> str:
     """The rule that owns a hazardous write."""
     ev, param = hazard.write.event, hazard.write.param
-    repeat = alias_event(hazard, ("rebind",))
-    if repeat is not None and repeat.detail.get("repeat") and (
+    rebind = alias_event(hazard, ("rebind",))  # the last rebinding of the overwritten array, asked once
+    if rebind is not None and rebind.detail.get("repeat") and (
             hazard.read.name != hazard.write.name or hazard.read.event.loops != ev.loops):
         # ``[x] * n`` made the slots one array: the cause, whatever op overwrites it (``res[t]`` read at one
         # pass of the loop and overwritten as ``res[t]`` at the next names two slots)
@@ -272,7 +272,6 @@ def classify(hazard: Hazard) -> str:
     if ev.kind in ("zero", "fill"):
         return "WF105"
     if param is not None and "." in param:
-        rebind = alias_event(hazard, ("rebind",))
         field_bound = rebind is not None and rebind.detail.get("target") in (hazard.read.name, hazard.write.name)
         if field_bound or _root(hazard.read.name) == _root(hazard.write.name):
             # a struct's field overwritten under the name it was read by, or bound to the array it aliases
@@ -280,7 +279,6 @@ def classify(hazard: Hazard) -> str:
             return "WF107"
     if ev.kernel is not None and param is not None and rmw_store_spans(ev.kernel, param):
         return "WF106"
-    rebind = alias_event(hazard, ("rebind",))
     if hazard.read.name != hazard.write.name and rebind is not None and _binds_a_name_of(rebind, hazard):
         return "WF103"  # read and overwritten under two names that a rebinding made one array
     if ev.kernel is not None and param is not None and not ev.detail.get("library") and launch_aliases(ev, param):

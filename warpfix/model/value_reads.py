@@ -247,17 +247,6 @@ class _Sensitivity:
         return taint
 
 
-def _value_sensitive_params(kd: KernelDef) -> set[str]:
-    if not isinstance(kd.node, ast.FunctionDef):
-        return set(value_read_params(kd))
-    return _Sensitivity(kd).run() & value_read_params(kd)
-
-
-#: Array parameters (and struct fields) whose read values the kernel's adjoint depends on (computed once
-#: per kernel: a library kernel is met at every call).
-value_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_value_sensitive_params, 20_000)
-
-
 def _replay_sensitive_params(kd: KernelDef) -> set[str]:
     if not isinstance(kd.node, ast.FunctionDef):
         return set(value_read_params(kd))
@@ -268,6 +257,15 @@ def _replay_sensitive_params(kd: KernelDef) -> set[str]:
 #: element the kernel stored itself included. Warp's backward replays a kernel's reads but not its stores: a
 #: read of ``v[i]`` between ``v[i] = a`` and a later ``v[i] = f(v[i])`` sees the final value there, not ``a``.
 replay_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_replay_sensitive_params, 20_000)
+
+
+def _value_sensitive_params(kd: KernelDef) -> set[str]:
+    return replay_sensitive_params(kd) & value_read_params(kd)
+
+
+#: Array parameters (and struct fields) whose read values the kernel's adjoint depends on (computed once
+#: per kernel: a library kernel is met at every call): the replay-sensitive ones whose incoming contents it reads.
+value_sensitive_params: IdentityMemo[KernelDef, set[str]] = IdentityMemo(_value_sensitive_params, 20_000)
 
 
 def overwritten_params(kd: KernelDef) -> set[str]:
