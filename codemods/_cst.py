@@ -119,6 +119,16 @@ def target_names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
+def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node`` and every node below it."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        todo.extend(n.children)
+    return out
+
+
 def list_arg(call: cst.Call, name: str, index: int) -> list[cst.BaseExpression]:
     """The elements of a call's list (or tuple) argument given by keyword ``name`` or at ``index``."""
     arg = keyword(call, name)

@@ -20,18 +20,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods._cst import call_name, keyword
+from codemods._cst import call_name, list_arg
 from codemods._hoist_loss import LossRefusal, LossWalk
 
 if TYPE_CHECKING:
     from codemods.wf601_hoist import HoistWindowTape as Hoist
-
-
-def _listed(call: cst.Call, name: str, index: int) -> list[cst.BaseExpression]:
-    arg = keyword(call, name) or (call.args[index] if len(call.args) > index and call.args[index].keyword is None
-                                  else None)
-    value = arg.value if arg is not None else None
-    return [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else []
 
 
 def running_total(cmd: Hoist, body: list[cst.BaseStatement], with_stmt: cst.With, loop: cst.For,
@@ -46,7 +39,7 @@ def running_total(cmd: Hoist, body: list[cst.BaseStatement], with_stmt: cst.With
     for call in cmd.nodes(with_stmt.body, cst.Call):
         if call_name(call) != "launch":
             continue
-        inputs, outputs = _listed(call, "inputs", 2), _listed(call, "outputs", 3)
+        inputs, outputs = list_arg(call, "inputs", 2), list_arg(call, "outputs", 3)
         if any(cmd.code(e) == loss for e in inputs) and len(outputs) == 1 and not cmd.nodes(outputs[0], cst.Call):
             totals.append(cmd.code(outputs[0]))
     if len(set(totals)) != 1:

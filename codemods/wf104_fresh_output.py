@@ -33,7 +33,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from codemods._base import FindingCommand
-from codemods._cst import call_name, launch_writes
+from codemods._cst import call_name, launch_writes, walk
 
 _PLACES = (cst.Name, cst.Attribute, cst.Subscript)
 
@@ -359,12 +359,5 @@ def _rotates(comp: cst.ListComp, base: str, code: Callable[[cst.CSTNode], str]) 
         return False
     index = elt.slice[0].slice
     names = _comp_names(comp)
-    mods = [n for n in _walk(index) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
-    return any(isinstance(n, cst.Name) and n.value in names for m in mods for n in _walk(m.left))
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out = [node]
-    for child in node.children:
-        out.extend(_walk(child))
-    return out
+    mods = [n for n in walk(index) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
+    return any(isinstance(n, cst.Name) and n.value in names for m in mods for n in walk(m.left))

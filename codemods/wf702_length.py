@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods._base import FindingCommand
-from codemods._cst import call_name, is_warp_call
+from codemods._cst import call_name, is_warp_call, walk
 
 _SIMPLE = (cst.Name, cst.Attribute, cst.Subscript)
 
@@ -28,20 +28,11 @@ def square_terms(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
             todo += [e.right, e.left]
         elif (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply) and not e.lpar
               and isinstance(e.left, _SIMPLE) and e.left.deep_equals(e.right)
-              and not any(isinstance(n, cst.Call) for n in _walk(e.left))):
+              and not any(isinstance(n, cst.Call) for n in walk(e.left))):
             terms.append(e.left)
         else:
             return None
     return terms if 2 <= len(terms) <= 4 else None
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out, todo = [], [node]
-    while todo:
-        n = todo.pop()
-        out.append(n)
-        todo.extend(n.children)
-    return out
 
 
 def _length_operand(call: cst.Call) -> cst.BaseExpression | None:

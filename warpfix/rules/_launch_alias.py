@@ -18,19 +18,14 @@ if TYPE_CHECKING:
 
 
 def _tid_targets(kernel: ast.FunctionDef) -> set[str]:
-    """The index texts ``wp.tid()`` binds at the top of the kernel body (``i``, ``i, j``; an access's index text
-    of a 2-D element reads ``(i, j)``, so a tuple gives both forms)."""
+    """The index texts ``wp.tid()`` binds at the top of the kernel body (``i``, ``(i, j)``), written as an
+    access's index text is (``ast.unparse``: ``h[i, j]`` indexes ``(i, j)``)."""
     out = set()
     for stmt in kernel.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and len(stmt.targets) == 1:
             func = stmt.value.func
             if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "tid":
-                target = stmt.targets[0]
-                if isinstance(target, ast.Tuple):
-                    joined = ", ".join(ast.unparse(e) for e in target.elts)
-                    out.update((joined, f"({joined})"))
-                else:
-                    out.add(ast.unparse(target))
+                out.add(ast.unparse(stmt.targets[0]))
     return out
 
 
@@ -49,7 +44,7 @@ def full_store_refusal(kd: KernelDef, out: str) -> str | None:
         return f"`{out}` is indexed other than by the thread's own `wp.tid()` element"
     top = {stmt.lineno for stmt in kd.node.body}
     if any(a.span.line not in top for a in writes):
-        return f"a store of `{out}` is conditional or nested"
+        return f"a store of `{out}` is conditional or nested: a fresh array would leave elements unset"
     return None
 
 
@@ -58,14 +53,14 @@ def fresh_output_refusal(kd: KernelDef, read: str, out: str) -> str | None:
     might change a forward value, or None: it keeps them when each thread reads ``read`` only at its own
     element before any store, and stores ``out`` at that element, unconditionally, outside loops."""
     reads, writes = kd.params[read].accesses, kd.params[out].accesses
-    if any(a.kind != "read" for a in reads) or any(a.kind != "write" for a in writes) or not writes:
-        return f"`{read}` or `{out}` is used other than read, then stored"
+    if any(a.kind != "read" for a in reads):
+        return f"`{read}` is used other than read"
     tids = _tid_targets(kd.node) if isinstance(kd.node, ast.FunctionDef) else set()
-    if any(a.loops or a.via or a.index not in tids for a in (*reads, *writes)):
-        return f"`{read}` or `{out}` is indexed other than by the thread's own `wp.tid()` element"
-    top = {stmt.lineno for stmt in kd.node.body}
-    if any(a.span.line not in top for a in writes):
-        return f"a store of `{out}` is conditional or nested: a fresh array would leave elements unset"
+    if any(a.loops or a.via or a.index not in tids for a in reads):
+        return f"`{read}` is indexed other than by the thread's own `wp.tid()` element"
+    stored = full_store_refusal(kd, out)
+    if stored is not None:
+        return stored
     # a store's span is its whole statement: a read inside it (``h[i] = wp.tanh(z[i])``) comes before the store
     first_store_end = min((a.span.end_line, a.span.end_column) for a in writes)
     if any((a.span.line, a.span.column) > first_store_end for a in reads):
