@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, Trace
 from warpfix.model.project_files import package_root
+from warpfix.model.slabs import touched_slab
 from warpfix.model.tapeflow import RESET_KINDS, conditional_launch, forget_reset_tape
 from warpfix.model.value_reads import (
     event_overwrites,
@@ -115,14 +116,15 @@ def hazard_data(hz: Hazard, **data: object) -> dict[str, object]:
 
 
 ReadsFn = Callable[[Event], list[tuple[Buffer, str | None]]]
+Slabs = dict[int | None, Touch]  # the first remembered read of each slab of one buffer (None: the whole buffer)
 
 
-def _segments(trace: Trace, reads: ReadsFn) -> Iterator[tuple[int, Event, dict[int, dict[int, Touch]]]]:
-    """Walk the trace; yield (index, event, live reads) where live reads map tape id -> buffer id
-    -> the first recorded read (as ``reads`` defines it) of that buffer since the tape's last
-    backward/reset. Reads of the yielded event are added after it is yielded (a launch never
-    hazards itself)."""
-    live: dict[int, dict[int, Touch]] = {}
+def _segments(trace: Trace, reads: ReadsFn) -> Iterator[tuple[int, Event, dict[int, dict[int, Slabs]]]]:
+    """Walk the trace; yield (index, event, live reads) where live reads map tape id -> buffer id -> slab
+    (:mod:`warpfix.model.slabs`, None for the whole buffer) -> the first recorded read (as ``reads`` defines
+    it) of that slab since the tape's last backward/reset. Reads of the yielded event are added after it is
+    yielded (a launch never hazards itself)."""
+    live: dict[int, dict[int, Slabs]] = {}
     for pos, ev in enumerate(trace.events):
         if forget_reset_tape(ev, live):
             continue
@@ -131,7 +133,17 @@ def _segments(trace: Trace, reads: ReadsFn) -> Iterator[tuple[int, Event, dict[i
             continue
         for buf, param in reads(ev):
             for tape in tape_ids(ev):
-                live.setdefault(tape, {}).setdefault(buf.id, Touch(ev, buf, param))
+                slabs = live.setdefault(tape, {}).setdefault(buf.id, {})
+                slabs.setdefault(touched_slab(ev, param), Touch(ev, buf, param))
+
+
+def _earlier_read(slabs: Slabs | None, slab: int | None) -> Touch | None:
+    """The first remembered read (``slabs``: of one buffer, in the order read) that a write of ``slab`` (None:
+    the whole buffer) overwrites."""
+    for read, touch in (slabs or {}).items():
+        if not _apart(read, slab):
+            return touch
+    return None
 
 
 def unresolved_element(buf: Buffer) -> bool:
@@ -167,8 +179,9 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
             if unresolved_element(buf):
                 continue
             found = False
+            slab = touched_slab(ev, param)
             for tape in sorted(tape_ids(ev)):
-                earlier = live.get(tape, {}).get(buf.id)
+                earlier = _earlier_read(live.get(tape, {}).get(buf.id), slab)
                 if earlier is not None and earlier.event is not ev:
                     write = Touch(ev, buf, param)
                     if earlier.library_path is not None and earlier.library_path == write.library_path:
@@ -177,9 +190,15 @@ def find_hazards(trace: Trace, reads: ReadsFn = event_sensitive_reads) -> list[H
                     found = True
                     break
             mine = own.get(buf.id)
-            if not found and mine is not None and param is not None and mine.param != param:
+            if (not found and mine is not None and param is not None and mine.param != param
+                    and not _apart(touched_slab(ev, mine.param), slab)):
                 out.append(Hazard(trace, mine, Touch(ev, buf, param), pos))
     return out
+
+
+def _apart(a: int | None, b: int | None) -> bool:
+    """Two known, different slabs of one buffer (None: the whole buffer, which meets every slab)."""
+    return a is not None and b is not None and a != b
 
 
 def _own_reads(ev: Event, reads: ReadsFn) -> dict[int, Touch]:

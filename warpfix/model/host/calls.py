@@ -23,6 +23,9 @@ from warpfix.model.host.values import DICT, Val, _CallBudget, _Frame, _Return
 from warpfix.model.source import SourceFile
 
 _INT_BUILTINS = {"min": min, "max": max, "abs": abs}  # of known ints, when the name is not rebound
+#: standard-library classes whose instances are plain attribute bags: ``SimpleNamespace(x=..., n=3)`` holds its
+#: keyword arguments as attributes, as a project class's ``__init__`` would
+NAMESPACE_CLASSES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
 
 
 class Calls:
@@ -58,6 +61,10 @@ class Calls:
             return self.construct(callee, args, kwargs, e, src)
         if callee.kind == "struct":
             return self.new(callee.label + "()", "object", fresh=True, is_struct=True)
+        if callee.kind == "unknown" and not args and self.imported_name(src, e.func) in NAMESPACE_CLASSES:
+            ns = self.new(_callee_name(e.func) + "()", "object", fresh=True)
+            ns.attrs.update(kwargs)
+            return ns
         if (isinstance(e.func, ast.Name) and e.func.id == "len" and callee.kind == "unknown" and len(args) == 1
                 and args[0].kind == "list" and args[0].length is not None):
             return self.new("len()", "int", value=args[0].length)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 
 from warpfix.model.facts import Loop
-from warpfix.model.host.limits import LOOP_UNROLL, MAX_PERIOD, MAX_UNROLLED_LOOPS
-from warpfix.model.host.syntax import _is_enumerate, _is_place, _passes, _text
-from warpfix.model.host.values import DICT, UNKNOWN_VARIES, Val, Varies, _Frame
+from warpfix.model.host.limits import LOOP_UNROLL, MAX_PERIOD, MAX_UNROLLED_LOOPS, UNKNOWN_START_STRIDE
+from warpfix.model.host.syntax import _is_contextmanager, _is_enumerate, _is_place, _passes, _text
+from warpfix.model.host.values import DICT, UNKNOWN_VARIES, Val, Varies, _Frame, _Return
 from warpfix.model.source import SourceFile
 
 
@@ -17,6 +17,8 @@ class Loops:
     """Loops of :class:`~warpfix.model.host.interpreter.HostInterpreter` (a mixin)."""
 
     def for_loop(self, s: ast.For | ast.AsyncFor, frame: _Frame, module_level: bool) -> None:
+        if self.generator_for(s, frame, module_level):
+            return
         src = frame.src
         it = self.eval(s.iter, frame)
         if it.kind == "list" and it.label == DICT:
@@ -32,6 +34,8 @@ class Loops:
             args = [self.eval(a, frame) for a in s.iter.args]  # type: ignore[union-attr]
             if len(args) >= 2 and args[0].kind == "int":
                 start = args[0].value  # type: ignore[assignment]
+            elif len(args) >= 2:
+                start = self.unknown_start(args[0])
             if len(args) == 3 and args[2].kind == "int":
                 step = args[2].value  # type: ignore[assignment]
             exact = (len(args) < 2 or args[0].kind == "int") and (len(args) < 3 or args[2].kind == "int")
@@ -90,6 +94,53 @@ class Loops:
         self.block(s.orelse, frame, module_level)
         self.record_loop(loop_id, s, src, var, n_before)
 
+    def generator_for(self, s: ast.For | ast.AsyncFor, frame: _Frame, module_level: bool) -> bool:
+        """``for it, loss in optimize(...)`` over a project generator function: the generator runs, and the
+        loop's body runs at each of its yields, bound to the value yielded (the caller's optimizer step lands
+        between the generator's backward and what follows its ``yield``, its ``tape.zero()``). The body's
+        events take the passes of the generator's own loops. False when the iterable is not such a call."""
+        call = s.iter
+        if not isinstance(call, ast.Call):
+            return False
+        callee = self.eval(call.func, frame)
+        if callee.kind != "func" or callee.func is None:
+            return False
+        fsrc, fn = callee.func
+        if _is_contextmanager(fsrc, fn) or not _yields(fn):
+            return False
+        args = [self.eval(a, frame) for a in call.args]
+        kwargs = {kw.arg: self.eval(kw.value, frame) for kw in call.keywords if kw.arg}
+        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
+        returned: list[_Return] = []
+        ran: list[bool] = []
+
+        def body(value: Val) -> None:
+            if returned:  # the caller returned from inside the loop: the generator is not resumed
+                return
+            ran.append(True)
+            self.bind(s.target, value, frame)
+            saved, self.call_limits = self.call_limits, outer_limits
+            try:
+                self.block(s.body, frame, module_level)
+            except _Return as ret:
+                returned.append(ret)
+            finally:
+                self.call_limits = saved
+
+        self.yield_handlers.append((id(fn), body))
+        try:
+            bound = callee.attrs.get("__self__")
+            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
+                        bound_self=bound is not None, closure=callee.closure)
+        finally:
+            self.yield_handlers.pop()
+        if not ran:  # the generator was not followed to a yield: the body still runs, once
+            body(self.new(_text(call)))
+        if returned:
+            raise returned[0]
+        self.block(s.orelse, frame, module_level)
+        return True
+
     def while_loop(self, s: ast.While, frame: _Frame, module_level: bool) -> None:
         loop_id = next(self.ids)
         n_before = len(self.events)
@@ -101,6 +152,16 @@ class Loops:
             finally:
                 self.loop_stack.pop()
         self.record_loop(loop_id, s, frame.src, None, n_before)
+
+    def unknown_start(self, start: Val) -> int:
+        """A stand-in for a ``range`` start the interpreter cannot evaluate (``range(t0, t0 + n)``, ``t0`` from a
+        window index it does not know): far from any real index and from every other unknown start, so the
+        counter names the same list elements wherever the same start value is used, and other elements where
+        another one is (the windows of a rollout each start where the last ended)."""
+        base = self.unknown_starts.get(start.id)
+        if base is None:
+            base = self.unknown_starts[start.id] = UNKNOWN_START_STRIDE * (len(self.unknown_starts) + 1)
+        return base
 
     def unroll_count(self) -> int:
         return LOOP_UNROLL if len(self.loop_stack) < MAX_UNROLLED_LOOPS else 1
@@ -130,6 +191,18 @@ class Loops:
             contains_backward=any(e.kind == "backward" for e in inside),
             contains_tape=any(e.kind == "tape_begin" for e in inside),
         )
+
+
+def _yields(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether ``fn`` is a generator function: a ``yield`` in its own body (not in a nested def or lambda)."""
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _item_values(xs: Val, passes: list[int], base: int) -> Varies:

@@ -122,6 +122,7 @@ class WarpApi:
         names: dict[int, str] = {}
         binding: dict[str, Buffer] = {}
         arg_map: dict[str, ast.expr] = {}
+        ints: dict[str, int] = {}  # the known int arguments (the slab a launch touches: model/slabs.py)
 
         def add(lst: list[Buffer], b: Buffer) -> None:
             if all(x.id != b.id for x in lst):
@@ -132,6 +133,8 @@ class WarpApi:
             for pname, node, val in zip(params, arg_nodes, arg_vals, strict=False):
                 arg_map[pname] = node
                 facts = kernel.params[pname]
+                if val.kind == "int" and type(val.value) is int:
+                    ints[pname] = val.value
                 if facts.is_array and val.kind not in ("int", "const"):
                     b = self.buffer(val)
                     binding[pname] = b
@@ -183,7 +186,7 @@ class WarpApi:
             binding=binding,
             arg_nodes=arg_map,
             detail={"kernel": _text(kernel_node) if kernel_node is not None else "?",
-                    "n_inputs": n_inputs},
+                    "n_inputs": n_inputs, **({"ints": ints} if ints else {})},
         )
         self.tapes = saved_tapes
         if not ev.tapes and saved_tapes:

@@ -1,0 +1,162 @@
+"""Code shapes the host model follows (blind corpus 4's false alarms on correct programs): a model held in a
+``types.SimpleNamespace``, rollout windows whose ``range`` start the model cannot evaluate, a history kept as
+slabs of one ``wp.array3d``, and a training loop that is a generator the caller resumes. Each correct shape
+gets no finding; a look-alike with the bug still gets its rule."""
+
+from __future__ import annotations
+
+from warpfix.engine import parse_file, run_rules
+from warpfix.finding import Severity
+from warpfix.model import build_project
+
+
+def _errors(text: str) -> list[tuple[str, int]]:
+    src, err = parse_file("prog.py", text)
+    assert src is not None, err
+    findings = run_rules(build_project({"prog.py": src}))
+    return sorted((f.rule, f.span.line) for f in findings if f.severity is Severity.ERROR)
+
+
+def _line(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+_SQUARE = """
+import warp as wp
+from types import SimpleNamespace
+
+@wp.kernel
+def step(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+"""
+
+_WINDOWS = _SQUARE + """
+def make_model(windows=3, spw=20):
+    return SimpleNamespace(windows=windows, spw=spw, steps=windows * spw, x0=wp.ones(4))
+
+def run_window(model, xs, w):
+    t0 = w * model.spw
+    for t in range(t0, t0 + model.spw):
+        wp.launch(step, dim=4, inputs=[xs[SRC]], outputs=[xs[t + 1]])
+
+model = make_model()
+xs = [wp.zeros(4, requires_grad=True) for _ in range(model.steps + 1)]
+for it in range(3):
+    tape = wp.Tape()
+    with tape:
+        wp.copy(xs[0], model.x0)
+        for w in range(model.windows):
+            run_window(model, xs, w)
+    tape.backward(xs[-1])
+    tape.zero()
+"""
+
+
+def test_namespace_windows_each_step_own_buffer() -> None:
+    """``SimpleNamespace(windows=3, spw=20)`` holds known ints: window ``w`` steps ``xs[20 w]`` to
+    ``xs[20 w + 20]``, each buffer written once."""
+    assert _errors(_WINDOWS.replace("SRC", "t")) == []
+
+
+def test_namespace_windows_ring_still_found() -> None:
+    """The same windows stepping through a two-buffer ring (``xs[t % 2]`` to ``xs[(t + 1) % 2]``) overwrite
+    what earlier steps read."""
+    text = _WINDOWS.replace("inputs=[xs[SRC]], outputs=[xs[t + 1]]", "inputs=[xs[t % 2]], outputs=[xs[(t + 1) % 2]]")
+    assert ("WF104", _line(text, "wp.launch(step")) in _errors(text)
+
+
+def test_unknown_window_start_names_other_elements() -> None:
+    """A model the interpreter does not follow (an opaque ``make_model`` without arrays): ``range(t0, t0 + n)``
+    starts at an unknown ``t0`` in each window, so the windows' counters name other elements of ``xs``."""
+    text = _WINDOWS.replace("SRC", "t").replace(", x0=wp.ones(4))", ")").replace("wp.copy(xs[0], model.x0)", "pass")
+    assert _errors(text) == []
+
+
+_HISTORY = """
+import warp as wp
+
+@wp.kernel
+def advance(u: wp.array3d(dtype=float), s_in: int, u_out: wp.array3d(dtype=float), s_out: int):
+    i, j = wp.tid()
+    c = u[s_in, i, j]
+    u_out[s_out, i, j] = c * c
+
+@wp.kernel
+def misfit(u: wp.array3d(dtype=float), s: int, loss: wp.array(dtype=float)):
+    i, j = wp.tid()
+    wp.atomic_add(loss, 0, u[s, i, j] * u[s, i, j])
+
+u = wp.zeros((11, 4, 4), dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(3):
+    tape = wp.Tape()
+    with tape:
+        for w in range(2):
+            for t in range(5 * w, 5 * w + 5):
+                wp.launch(advance, dim=(4, 4), inputs=[u, t], outputs=[u, OUT])
+            wp.launch(misfit, dim=(4, 4), inputs=[u, 5 * w + 5], outputs=[loss])
+    tape.backward(loss)
+    tape.zero()
+"""
+
+
+def test_history_slabs_are_apart() -> None:
+    """``u[s_in, i, j]`` read and ``u_out[s_out, i, j]`` written, ``s_out = t + 1``: each launch writes a slab
+    no earlier launch read."""
+    assert _errors(_HISTORY.replace("OUT", "t + 1")) == []
+
+
+def test_history_slab_written_under_its_own_read_still_found() -> None:
+    """``s_out = t``: the launch overwrites the slab it reads (and later ones read)."""
+    text = _HISTORY.replace("OUT", "t")
+    assert any(rule in ("WF104", "WF106") for rule, _ in _errors(text))
+
+
+_GENERATOR = """
+import numpy as np
+import warp as wp
+import warp.optim
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+@wp.kernel
+def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, y[i])
+
+def optimize(x, y, loss, iters):
+    for it in range(iters):
+        loss.zero_()
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=4, inputs=[x], outputs=[y])
+            wp.launch(total, dim=4, inputs=[y], outputs=[loss])
+        tape.backward(loss)
+        yield it, float(loss.numpy()[0])
+        ZERO
+
+def main():
+    x = wp.array(np.ones(4, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(4, requires_grad=True)
+    loss = wp.zeros(1, requires_grad=True)
+    opt = warp.optim.SGD([x], lr=0.1)
+    for it, value in optimize(x, y, loss, 5):
+        print(it, value)
+        opt.step([x.grad])
+
+main()
+"""
+
+
+def test_generator_loop_body_runs_at_the_yield() -> None:
+    """The caller's step runs at the generator's ``yield``: after the backward, before ``tape.zero()``."""
+    assert _errors(_GENERATOR.replace("ZERO", "tape.zero()")) == []
+
+
+def test_generator_loop_without_zero_still_found() -> None:
+    text = _GENERATOR.replace("ZERO", "pass")
+    assert ("WF301", _line(text, "tape.backward(loss)")) in _errors(text)
