@@ -101,13 +101,20 @@ def first_iteration(out: str) -> list[str]:
     return lines[: next((i for i, line in enumerate(lines) if line.startswith("loss 1")), len(lines))]
 
 
+def _near(finding: dict, line: int) -> bool:
+    """The planted line lies within 2 lines of the finding's span (a multi-line launch whose argument line was
+    changed is one statement), as ``bench/mutate.py`` scores."""
+    last = max(finding["line"], finding.get("end_line") or finding["line"])
+    return finding["line"] - 2 <= line <= last + 2
+
+
 def score(runner: Runner, corpus: Path, entry: dict, ok_out: str, apply_check: bool) -> dict:
     folder, main = runner.copy(corpus, entry["program"], entry["file"], Path(entry["file"]).stem)
     found = json.loads(runner.warpfix(folder, "check", "--no-cache", "--output-format", "json", ".").stdout or "{}")
     findings = found.get("findings", [])
     rules = set(entry["rules"]) | CLASS_RULES[entry["class"]]
     hit = any(f["severity"] == "error" and f["rule"] in rules
-              and (entry["class"] in ANYWHERE or abs(f["line"] - entry["line"]) <= 2) for f in findings)
+              and (entry["class"] in ANYWHERE or _near(f, entry["line"])) for f in findings)
     row = {"case": f"{entry['program']}/{entry['file']}", "class": entry["class"], "hit": hit,
            "findings": [f"{f['rule']}:{f['line']}:{f['severity']}" for f in findings]}
     for mode in ("apply", "apply_check") if apply_check and hit else ("apply",):

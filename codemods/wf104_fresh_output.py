@@ -34,6 +34,7 @@ import libcst as cst
 
 from codemods._base import FindingCommand
 from codemods._cst import call_name, launch_writes, walk
+from warpfix.model.source import same_code
 
 _PLACES = (cst.Name, cst.Attribute, cst.Subscript)
 
@@ -75,7 +76,7 @@ class FreshOutput(FindingCommand):
         call = self.on_line(cst.Call, lambda c: bool(launch_writes(c)[0]))
         wanted = self.data["arg"] or self.data["written"]
         outputs, inputs = launch_writes(call)
-        hit = next((o for o in outputs if wanted is None or self.code(o) == wanted), None)
+        hit = next((o for o in outputs if wanted is None or same_code(self.code(o), wanted)), None)
         if hit is None or (wanted is None and len(outputs) != 1):
             raise self.not_applicable("cannot tell which output of the launch is the ping-pong buffer")
         self._fresh_before(call, hit, inputs)
@@ -87,7 +88,7 @@ class FreshOutput(FindingCommand):
         places = _swap_places(swap)
         wanted = self.data["written"] or self.data["arg"]
         if wanted:
-            places = [p for p in places if self.code(p) == wanted]
+            places = [p for p in places if same_code(self.code(p), wanted)]
         for call in self.nodes(loop.body, cst.Call):
             outputs, inputs = launch_writes(call)
             hit = next((p for p in places if any(o.deep_equals(p) for o in outputs)), None)

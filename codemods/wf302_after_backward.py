@@ -85,6 +85,8 @@ class MoveAcrossBackward(BackwardMethod):
                 between = block[block.index(stmt) + 1:] + with_block[with_block.index(outer) + 1: with_block.index(anchor)]
                 self._move(stmt, anchor, [*between, anchor], after=True)
                 return
+        if isinstance(outer, cst.With) and len(block) == 1 and self._alone_in_tape_block(stmt, outer):
+            return
         index = block.index(stmt)
         anchor = self._backward_after(block, index)
         if anchor is not None:
@@ -179,6 +181,20 @@ class MoveAcrossBackward(BackwardMethod):
         lines = ", ".join(str(self.pos(site.anchor).start.line) for site in found.sites)
         self.summary(f"moved to the callers: after {found.backward.name.value}() (line(s) {lines}), which runs "
                      f"{tape}.backward(...) after each call of {name}()")
+
+    def _alone_in_tape_block(self, stmt: cst.BaseStatement, block: cst.With) -> bool:
+        """``with tape: <step>`` holding nothing else, the backward after it: the step moves after the backward
+        and the emptied tape block goes (it recorded nothing else). False when no backward follows it."""
+        outer_block = list(self.block_of(block))
+        anchor = self._backward_after(outer_block, outer_block.index(block))
+        if anchor is None:
+            return False
+        between = outer_block[outer_block.index(block) + 1: outer_block.index(anchor)]
+        self._move(stmt, anchor, [*between, anchor], after=True)
+        self.remove(block)
+        self.context.scratch["summary"] = (f"moved after the backward (line {self.pos(anchor).start.line}); the "
+                                           "`with` block that held only it is gone")
+        return True
 
     def _loop_around(self, stmt: cst.BaseStatement) -> cst.For | None:
         """The ``for`` loop whose body ``stmt`` is a direct statement of (an update over the parameters,

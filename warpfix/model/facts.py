@@ -28,7 +28,7 @@ from warpfix.finding import Span
 if TYPE_CHECKING:
     from warpfix.model.source import SourceFile
 
-AccessKind = Literal["read", "write", "rmw", "inplace_mul", "accum", "atomic"]
+AccessKind = Literal["read", "write", "rmw", "inplace_mul", "accum", "atomic", "tile_store"]
 LoopKind = Literal["static", "dynamic"]
 
 
@@ -70,8 +70,8 @@ class ParamFacts:
 
     @property
     def written(self) -> bool:
-        """Overwritten (``=``), not merely accumulated into."""
-        return self.has("write", "rmw", "inplace_mul")
+        """Overwritten (``=``, ``wp.tile_store``), not merely accumulated into."""
+        return self.has("write", "rmw", "inplace_mul", "tile_store")
 
     @property
     def accumulated(self) -> bool:
@@ -193,6 +193,7 @@ EventKind = Literal[
     "call",  # a call to a non-project function that receives buffers (may read or write them)
     "field_set",  # s.field = value on a @wp.struct instance (reads: the struct, writes: the new field value)
     "capture_launch",  # wp.capture_launch(g) of a graph whose captured body (not run by the model) backs off a tape
+    "record_func",  # tape.record_func(backward, arrays=[...]): a host step with a hand-written adjoint (reads: arrays)
 ]
 
 

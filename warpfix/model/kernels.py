@@ -17,10 +17,11 @@ _DECORATORS: dict[str, KernelKind] = {
     "struct": "struct",
 }
 _ATOMICS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_cas", "atomic_exch"}
-# tile primitives that access a whole tile of an array argument. ``tile_store`` is not an overwrite
-# here: the model cannot tell whether the adjoints that read the stored array need its values (the
-# FFT scratch buffers Warp's navier-stokes example reuses on purpose).
-_TILE_ACCESS: dict[str, AccessKind] = {"tile_load": "read", "tile_atomic_add": "atomic"}
+# tile primitives that access a whole tile of an array argument. ``tile_store`` writes the array (its values
+# come from the kernel's inputs: what needs ``requires_grad``) but is no overwrite to the replay analysis: the
+# model cannot tell whether the adjoints that read the stored array need its values (the FFT scratch buffers
+# Warp's navier-stokes example reuses on purpose).
+_TILE_ACCESS: dict[str, AccessKind] = {"tile_load": "read", "tile_atomic_add": "atomic", "tile_store": "tile_store"}
 MAX_UNROLL = 16  # Warp's default max_unroll
 
 

@@ -41,7 +41,7 @@ from warpfix.model.rebind_shapes import (
     _walk,
     _writes,
 )
-from warpfix.model.source import SourceFile
+from warpfix.model.source import SourceFile, same_code
 
 __all__ = ["RebindRefusals"]
 
@@ -162,7 +162,7 @@ def _wf104(site: _Site) -> str | None:
         if loop is None:
             return None
         wanted = data.get("written") or data.get("arg")
-        places = [p for p in _swap_places(swaps[0]) if not wanted or site.code(p) == wanted]
+        places = [p for p in _swap_places(swaps[0]) if not wanted or same_code(site.code(p), wanted)]
         for call in (n for s in loop.body for n in _walk(s) if isinstance(n, ast.Call)):
             outputs, inputs = _writes(call)
             hit = next((p for p in places if any(ast.unparse(o) == ast.unparse(p) for o in outputs)), None)
@@ -184,7 +184,7 @@ def _wf104(site: _Site) -> str | None:
         return site.refused("no two-buffer swap `a, b = b, a`")
     wanted = data.get("arg") or data.get("written")
     outputs, inputs = _writes(call)
-    hit = next((o for o in outputs if wanted is None or site.code(o) == wanted), None)
+    hit = next((o for o in outputs if wanted is None or same_code(site.code(o), wanted)), None)
     if hit is None or (wanted is None and len(outputs) != 1):
         return site.refused("cannot tell which output of the launch is the ping-pong buffer")
     return _fresh_before(site, call, hit, inputs)

@@ -6,6 +6,7 @@ import ast
 import itertools
 from array import array
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from warpfix.finding import Span
@@ -332,3 +333,15 @@ class SourceFile:
         if wn is None:
             return False
         return wn in names or wn.rpartition(".")[2] in names
+
+
+@lru_cache(maxsize=4096)
+def same_code(a: str, b: str) -> bool:
+    """Whether two expression texts are one expression, quotes, spacing and redundant parentheses aside
+    (``b["q"][t]`` as written and ``b['q'][t]`` as a finding's data gives it)."""
+    if a == b:
+        return True
+    try:
+        return ast.unparse(ast.parse(a, mode="eval")) == ast.unparse(ast.parse(b, mode="eval"))
+    except SyntaxError:
+        return False

@@ -14,7 +14,7 @@ from warpfix.finding import Span
 from warpfix.model.facts import Buffer, Event, Trace
 
 #: Events that Warp records on a tape and differentiates.
-DIFFERENTIABLE = frozenset({"launch", "copy", "clone", "assign"})
+DIFFERENTIABLE = frozenset({"launch", "copy", "clone", "assign", "record_func"})
 #: Events that overwrite the contents of an existing array.
 WRITES = frozenset({"launch", "copy", "assign", "zero", "fill", "host_write"})
 

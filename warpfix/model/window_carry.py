@@ -19,9 +19,20 @@ def window_params(window: list[Event]) -> dict[int, Buffer]:
                 root = b.root()
                 if root.requires_grad and root.grad_of is None:
                     read.setdefault(root.id, root)
-            stepped = {b.grad_of.root().id for b in ev.reads if b.grad_of is not None}
+            stepped = {b.grad_of.root().id for b in ev.reads if b.grad_of is not None} | host_steps(window, ev)
             written.update(b.root().id for b in outputs(ev) if b.root().id not in stepped)
     return {k: v for k, v in read.items() if k not in written}
+
+
+def host_steps(window: list[Event], ev: Event) -> set[int]:
+    """The arrays ``ev`` writes in a statement that reads their own gradient on the host (``x.assign(x.numpy()
+    - lr * x.grad.numpy())``): an update, not state a window computes."""
+    if ev.kind not in ("assign", "copy"):
+        return set()
+    where = (ev.span.path, ev.span.line)
+    grads = {b.grad_of.root().id for e in window if e.kind == "grad_read" and (e.span.path, e.span.line) == where
+             for b in e.reads if b.grad_of is not None}
+    return {b.root().id for b in ev.writes if b.root().id in grads}
 
 
 def steps_parameters(events: list[Event], params: dict[int, Buffer]) -> bool:
@@ -47,7 +58,7 @@ def carried_buffers(first: list[Event], second: list[Event]) -> tuple[Event, lis
     intermediate whose second-window writer the model did not see."""
     tainted: set[int] = set()
     for ev in first:
-        _propagate(ev, tainted, seed=ev.recorded and ev.kind in DIFFERENTIABLE)
+        _propagate(ev, tainted, seed=ev.recorded and ev.kind in DIFFERENTIABLE and not host_steps(first, ev))
     for ev in second:
         if ev.kind == "launch" and ev.kernel is None:
             return None  # a kernel the model cannot see may rewrite the state: no verdict

@@ -119,6 +119,15 @@ class Calls:
         args = [self.eval(a, frame) for a in e.args]
         kwargs = {kw.arg: self.eval(kw.value, frame) for kw in e.keywords if kw.arg}
         recv_name = _text(recv_node)
+        if recv.kind == "tape" and recv.tape is not None and name == "record_func":
+            # the host step's own backward hands gradients to the arrays it names (none is overwritten)
+            listed = e.args[1] if len(e.args) > 1 else next((k.value for k in e.keywords if k.arg == "arrays"), None)
+            held = self.eval(listed, frame) if listed is not None else None
+            items = [held.items.get(str(i)) for i in range(held.length or 0)] if held is not None and held.kind == "list" else []
+            bufs = [self.buffer(v) for v in items if v is not None and v.kind not in ("int", "const")]
+            if bufs:
+                self.emit("record_func", e, src, reads=bufs, names={b.id: b.label for b in bufs})
+            return self.new(f"{recv_name}.{name}()")
         if recv.kind == "tape" and recv.tape is not None:
             kind = {"backward": "backward", "zero": "tape_zero", "reset": "tape_reset"}.get(name)
             if kind is not None:
