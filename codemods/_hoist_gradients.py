@@ -9,7 +9,7 @@ after the single backward (:class:`GradientHoist`, a base of :class:`codemods.wf
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,13 @@ class GradientHoist(FindingCommand):
             return
         replacement = {a.buffer: a.replacement for a in accumulations}
         grads = {a.replacement.removesuffix(".numpy()") for a in accumulations}
+        for stmt in rest:
+            for call in self.nodes(stmt, cst.Call):
+                target = _gradient_written(call, self.code)
+                if target is not None and any(n.value in replacement for n in self.nodes(call, cst.Name)):
+                    raise self.not_applicable(
+                        f"line {self.pos(stmt).start.line} writes the summed gradient back into {target}: code after "
+                        "the block consumes it, and the hoist cannot tell where to clear it for the next iteration")
         last = None
         for stmt in rest:
             names = [n for n in self.nodes(stmt, cst.Name) if n.value in replacement]
@@ -218,3 +225,13 @@ class GradientHoist(FindingCommand):
             and small.value.func.attr.value in methods
             and self.code(small.value.func.value) == obj
         )
+
+
+def _gradient_written(call: cst.Call, code: Callable[[cst.CSTNode], str]) -> str | None:
+    """``p.grad`` when ``call`` overwrites it (``p.grad.assign(...)``, ``wp.copy(p.grad, ...)``); else None."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "assign" and code(func.value).endswith(".grad"):
+        return code(func.value)
+    if call_name(call) == "copy" and call.args and code(call.args[0].value).endswith(".grad"):
+        return code(call.args[0].value)
+    return None

@@ -141,10 +141,12 @@ class LaunchSites(FindingCommand):
         scope = self.enclosing(call, cst.FunctionDef) or self.tree
         fresh = self.fresh_name(f"{self.field or self.param}_out", scope)
         text = self.code(arg)
+        # a kernel that stores only some elements (one slab) starts its output as a copy of the array
+        make = "clone" if self.extra.get("partial") else "empty_like"
         if self.field:
             # a launch records a struct by reference: rebinding its field would change what the earlier
             # launches' backward reads. A new struct takes the new array and the other fields as they are.
-            self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text}.{self.field})\n")])
+            self.insert_before(line, [self.statement(f"{fresh} = {alias}.{make}({text}.{self.field})\n")])
             struct = self.fresh_name(f"{_stem(text)}_new", scope)
             rebuild = [self.statement(f"{struct} = {self._struct_name()}()\n")]
             rebuild += [
@@ -153,7 +155,7 @@ class LaunchSites(FindingCommand):
             ]
             self.insert_after(line, [*rebuild, self.statement(f"{text} = {struct}\n")])
         else:
-            self.insert_before(line, [self.statement(f"{fresh} = {alias}.empty_like({text})\n")])
+            self.insert_before(line, [self.statement(f"{fresh} = {alias}.{make}({text})\n")])
             self.insert_after(line, [self.statement(f"{text} = {fresh}\n")])
         self.append_output(call, outputs, fresh)
 

@@ -51,3 +51,28 @@ def test_the_gradient_of_another_array_or_a_local_elsewhere_does_not_block() -> 
         "def forward(self):", "def forward(self):\n        v = wp.zeros(4, dtype=float, requires_grad=True)")
     local = local.replace("self.v.grad", "v.grad")  # another function's `v`
     assert "        v = x_out\n" in compute_edits({"sim.py": local}, [finding(7)]).new_sources["sim.py"]
+
+
+def test_a_kernel_storing_one_slab_starts_its_output_as_a_copy() -> None:
+    """``u[s, i, j] /= ...`` (one slab of a history array): a fresh ``wp.empty_like`` output would hold other
+    values in every other slab, so the launch clones the array instead; a store at the thread's own element keeps
+    ``wp.empty_like``."""
+    history = textwrap.dedent("""\
+        import warp as wp
+
+
+        @wp.kernel
+        def cool(u: wp.array3d(dtype=float), s: int, rate: float):
+            i, j = wp.tid()
+            u[s, i, j] /= 1.0 + rate * u[s, i, j]
+
+
+        u = wp.ones((3, 4, 4), dtype=float, requires_grad=True)
+        for t in range(3):
+            wp.launch(cool, dim=(4, 4), inputs=[u, t, 0.5])
+    """)
+    out = compute_edits({"sim.py": history}, [finding(7)]).new_sources["sim.py"]
+    assert "u_out = wp.clone(u)" in out and "u_out[s, i, j] = u[s, i, j] / (1.0 + rate * u[s, i, j])" in out
+    whole = history.replace("u: wp.array3d(dtype=float), s: int", "u: wp.array2d(dtype=float), s: int").replace(
+        "u[s, i, j]", "u[i, j]")
+    assert "u_out = wp.empty_like(u)" in compute_edits({"sim.py": whole}, [finding(7)]).new_sources["sim.py"]

@@ -340,6 +340,13 @@ class TestHoist(CodemodTest):
         before = _dedent(_METHOD_BEFORE).replace("inputs=[states[0].q, gains]", "inputs=[states[0].q, gains, ctrl]")
         self._skip(before, 20, "updates ctrl in place")
 
+    def test_sum_written_back_into_the_gradient_is_refused(self) -> None:
+        """Blind corpus 4's plate_cooling: the windows' sum goes back into ``gains.grad`` for a later method's
+        update. Clearing the tape after that write would zero what the update reads; the hoist refuses."""
+        before = _dedent(_METHOD_BEFORE).replace(
+            "gains.assign(gains.numpy() - 0.01 * g)", "gains.grad.assign(g)")
+        self._skip(before, 20, "writes the summed gradient back into gains.grad")
+
     def test_other_lines_are_left_alone(self) -> None:
         self._skip(_INLINE_BEFORE, 16, "no `tape.backward(loss)` call")
 

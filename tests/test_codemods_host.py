@@ -375,6 +375,23 @@ class TestMoveAcrossBackward(CodemodTest):
         """
         self.assertCodemod(before, after, line=3)
 
+    def test_a_tape_block_holding_only_the_step_goes(self) -> None:
+        """Blind corpus 4's orbit_burn: ``with tape: thrust.assign(... thrust.grad ...)`` before the backward."""
+        before = """
+            objective(model, bufs, thrust, tape)
+            with tape:
+                thrust.assign(thrust.numpy() - lr * thrust.grad.numpy())
+            tape.backward(loss)
+            report(loss)
+        """
+        after = """
+            objective(model, bufs, thrust, tape)
+            tape.backward(loss)
+            thrust.assign(thrust.numpy() - lr * thrust.grad.numpy())
+            report(loss)
+        """
+        self.assertCodemod(before, after, line=3)
+
     def test_an_update_loop_over_the_parameters_moves_as_one(self) -> None:
         """The blind corpus's oscillator_id: the clipped SGD over ``params.values()`` before the backward."""
         before = """
@@ -566,6 +583,19 @@ class TestFreshOutputAtLaunch(CodemodTest):
                 wp.launch(step, dim=n, inputs=[states[i % 2]], outputs=[states[(i + 1) % 2]])
         """
         self.assertCodemod(before, after, line=2, arg="states[(i + 1) % 2]")
+
+    def test_finding_quotes_the_slot_otherwise(self) -> None:
+        """The finding's data writes ``b['q'][...]`` (as ``ast.unparse`` gives it), the source ``b["q"][...]``."""
+        before = """
+            for t in range(steps):
+                wp.launch(step, dim=n, inputs=[b["q"][t % 2]], outputs=[b["q"][(t + 1) % 2]])
+        """
+        after = """
+            for t in range(steps):
+                b["q"][(t + 1) % 2] = wp.empty_like(b["q"][(t + 1) % 2])
+                wp.launch(step, dim=n, inputs=[b["q"][t % 2]], outputs=[b["q"][(t + 1) % 2]])
+        """
+        self.assertCodemod(before, after, line=2, arg="b['q'][(t + 1) % 2]")
 
 
 class TestCopyKernel(CodemodTest):

@@ -160,3 +160,76 @@ def test_generator_loop_body_runs_at_the_yield() -> None:
 def test_generator_loop_without_zero_still_found() -> None:
     text = _GENERATOR.replace("ZERO", "pass")
     assert ("WF301", _line(text, "tape.backward(loss)")) in _errors(text)
+
+
+_TILES = """
+import warp as wp
+
+@wp.kernel
+def dense(x: wp.array2d(dtype=float), w: wp.array(dtype=float), z: wp.array(dtype=float)):
+    i = wp.tid()
+    xi = wp.tile_load(x[i], shape=4)
+    wt = wp.tile_load(w, shape=4)
+    wp.tile_store(z, wp.tile_sum(wp.tile_map(wp.mul, xi, wt)), offset=i)
+
+@wp.kernel
+def mse(z: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, z[i] * z[i])
+
+x = wp.ones((8, 4), dtype=float)
+w = wp.ones(4, dtype=float, requires_grad=True)
+z = wp.zeros(8, dtype=float GRAD)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch_tiled(dense, dim=8, inputs=[x, w], outputs=[z], block_dim=16)
+    wp.launch(mse, dim=8, inputs=[z], outputs=[loss])
+tape.backward(loss)
+"""
+
+
+def test_tile_store_writes_its_array() -> None:
+    """``wp.tile_store(z, ...)`` writes ``z`` from ``w``: without ``requires_grad`` the chain to ``w`` is cut."""
+    text = _TILES.replace(" GRAD", "")
+    assert ("WF201", _line(text, "z = wp.zeros")) in _errors(text)
+    assert _errors(_TILES.replace(" GRAD", ", requires_grad=True")) == []
+
+
+_RECORDED_STEP = """
+import numpy as np
+import warp as wp
+
+@wp.kernel
+def cost(u: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, u[i] * u[i])
+
+thrust = wp.array(np.ones(4, dtype=np.float32), requires_grad=True)
+centered = wp.zeros(4, requires_grad=True)
+loss = wp.zeros(1, requires_grad=True)
+for it in range(3):
+    tape = wp.Tape()
+    loss.zero_()
+    with tape:
+        u = thrust.numpy()
+        centered.assign(u - u.mean())
+
+        def back():
+            g = centered.grad.numpy()
+            thrust.grad.assign(thrust.grad.numpy() + g - g.mean())
+
+        tape.record_func(back, arrays=[thrust, centered])
+        wp.launch(cost, dim=4, inputs=[centered], outputs=[loss])
+    STEP
+    tape.zero()
+"""
+
+
+def test_record_func_hands_gradients_to_its_arrays() -> None:
+    """``tape.record_func(back, arrays=[thrust, ...])``: the backward produces ``thrust.grad``, so a host update
+    recorded before it reads a stale gradient (WF302); after the backward it is the training step."""
+    buggy = _RECORDED_STEP.replace("    STEP", "    with tape:\n        thrust.assign(thrust.numpy() - 0.1 * thrust.grad.numpy())\n    tape.backward(loss)")
+    assert ("WF302", _line(buggy, "thrust.assign(thrust.numpy()")) in _errors(buggy)
+    ok = _RECORDED_STEP.replace("    STEP", "    tape.backward(loss)\n    thrust.assign(thrust.numpy() - 0.1 * thrust.grad.numpy())")
+    assert _errors(ok) == []

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from warpfix.rules._kernel_rmw import KernelRmwRule
 
 
-def _tid_targets(kernel: ast.FunctionDef) -> set[str]:
+def tid_targets(kernel: ast.FunctionDef) -> set[str]:
     """The index texts ``wp.tid()`` binds at the top of the kernel body (``i``, ``(i, j)``), written as an
     access's index text is (``ast.unparse``: ``h[i, j]`` indexes ``(i, j)``)."""
     out = set()
@@ -39,7 +39,7 @@ def full_store_refusal(kd: KernelDef, out: str) -> str | None:
     writes = facts.accesses
     if any(a.kind != "write" for a in writes) or not writes:
         return f"`{out}` is used other than stored"
-    tids = _tid_targets(kd.node)
+    tids = tid_targets(kd.node)
     if any(a.loops or a.via or a.index not in tids for a in writes):
         return f"`{out}` is indexed other than by the thread's own `wp.tid()` element"
     top = {stmt.lineno for stmt in kd.node.body}
@@ -55,7 +55,7 @@ def fresh_output_refusal(kd: KernelDef, read: str, out: str) -> str | None:
     reads, writes = kd.params[read].accesses, kd.params[out].accesses
     if any(a.kind != "read" for a in reads):
         return f"`{read}` is used other than read"
-    tids = _tid_targets(kd.node) if isinstance(kd.node, ast.FunctionDef) else set()
+    tids = tid_targets(kd.node) if isinstance(kd.node, ast.FunctionDef) else set()
     if any(a.loops or a.via or a.index not in tids for a in reads):
         return f"`{read}` is indexed other than by the thread's own `wp.tid()` element"
     stored = full_store_refusal(kd, out)
