@@ -342,3 +342,13 @@ def test_later_segments_that_read_none_of_the_parameters_are_the_same_iteration(
     assert "WF601" in rules(report)
     hoisted = verify("python", "setup_window.py", "--hoisted")
     assert "WF601" not in rules(hoisted) and all(p.verdict == "pass" for b in hoisted.backwards for p in b.params)
+
+
+def test_a_host_update_of_a_parameter_behind_record_func_ends_the_iteration():
+    """``thrust`` reaches the tape only through numpy and ``tape.record_func``: FD judges ``centered``, and the
+    host update ``thrust.assign(thrust.numpy() - lr * thrust.grad.numpy())`` ends the first iteration."""
+    report = verify("python", "record_func_update.py")
+    assert report.error is None, report.error
+    windows = [b.window for b in report.backwards]
+    assert windows[:2] == [0, 1], windows
+    assert params(report)["centered"][0] == "pass"

@@ -275,4 +275,8 @@ class LaunchHooks:
             elif arr.requires_grad and id(arr) not in self.host_reads:
                 path, line = self.site()
                 self.host_reads[id(arr)] = (arr, f"{path}:{line}", len(self.ops))
+                if arr.grad is not None and id(arr.grad) not in self.grads:
+                    # an array the tape reaches only through host code (``tape.record_func``): reading its
+                    # gradient is a gradient read too (a host update ``x.assign(x.numpy() - lr * g)`` follows)
+                    self.grads[id(arr.grad)] = arr.grad
         return orig(arr, *args, **kwargs)

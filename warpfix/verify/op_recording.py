@@ -75,6 +75,8 @@ class OpRecording:
                     end_window = True
                     info.trained = True
                 info.written_after_read = True
+            if op.kind == "assign" and self.verified and self.updated_on_host(info):
+                end_window = True  # ``x.assign(x.numpy() - lr * x.grad.numpy())``: the program's update
             if tainted_in:
                 info.tainted = True
             if tainted_in and self.verified and info.arr.deleter is None:
@@ -87,6 +89,13 @@ class OpRecording:
             self.end_window()
         elif len(self.ops) >= OP_CAP:
             self.finish("cap")
+
+    def updated_on_host(self, info: ArrayInfo) -> bool:
+        """Whether the host read the array and its gradient before this write: a parameter the program steps
+        with numpy (one that reaches the tape only through host code, ``tape.record_func``, is no leaf FD sees,
+        but its update still ends the iteration)."""
+        arr = info.arr
+        return arr.grad is not None and id(arr.grad) in self.grad_reads and id(arr) in self.host_reads
 
     def is_param_candidate(self, info: ArrayInfo) -> bool:
         arr = info.arr
@@ -129,9 +138,11 @@ class OpRecording:
             self.hook_natives()
         with self.paused():
             self.leftovers.read([a for a, may_read, *_ in arrays if may_read], self.site)
-        if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays):
+        if tape is None and not any(self.tracked(a) or (r and a.requires_grad) for a, r, *_ in arrays) and not (
+                kind == "assign" and self.host_grad_read and any(id(a) in self.host_reads for a, *_ in arrays)):
             # initialises fresh arrays from untraced data (allocation internals, constant setup): the
-            # result is a constant of the window, captured by the snapshot at the next touch
+            # result is a constant of the window, captured by the snapshot at the next touch -- but a host
+            # update of an array the host read with its gradient (``x.assign(x.numpy() - lr * g)``) is traced
             return run()
         started = time.perf_counter()
         if tape is not None and self.tape_start is None and self.window == 0:
