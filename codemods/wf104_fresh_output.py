@@ -60,7 +60,7 @@ class FreshOutput(FindingCommand):
     DATA = {
         "written": "the swapped name the loop writes into",
         "arg": "the launch's output argument to allocate fresh (when the span is the launch)",
-        "full_write": "False when the launch may leave elements of its output unwritten (no fresh array then)",
+        "full_write": "False when the launch may leave elements of its output unwritten (a copy, not a fresh array)",
     }
 
     def describe_missing(self) -> str:
@@ -297,12 +297,16 @@ class FreshOutput(FindingCommand):
         if any(i.deep_equals(hit) for i in inputs):
             raise self.not_applicable(f"the launch at line {self.pos(call).start.line} also reads {self.code(hit)}")
         stmt = self.statement_of(call)
-        if self.data["full_write"] is False:
-            raise self.not_applicable(f"the launch at line {self.pos(call).start.line} may leave elements of "
-                                      f"{self.code(hit)} unwritten: a fresh array would hold other values there")
         self._refuse_stranded_alias(hit, stmt)
         self.check_rebindable(hit, stmt, through_return=True)
         text = self.code(hit)
+        if self.data["full_write"] is False:
+            # the launch may leave elements unwritten (one slab ``mid[0, i, j]`` of a history): the new array starts
+            # as a copy, so every element the launch does not write keeps its value (the copy is taped)
+            self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.clone({text})\n")])
+            self.context.scratch["summary"] = (f"`{text}` is a copy of itself before the launch at line "
+                                               f"{self.pos(call).start.line}, which writes only part of it")
+            return
         self.insert_before(stmt, [self.statement(f"{text} = {self.warp_alias()}.empty_like({text})\n")])
 
 

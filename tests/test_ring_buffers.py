@@ -60,22 +60,24 @@ def test_a_name_holding_a_slot_of_the_ring_is_not_the_alias_that_made_it() -> No
     assert rules == ["WF104"]
 
 
-@pytest.mark.parametrize(("alias", "store", "why"), [
-    ("", STORE, None),
-    ("field.dof_values = work[SWEEPS % 2]", STORE,
+@pytest.mark.parametrize(("alias", "store", "made", "why"), [
+    ("", STORE, "wp.empty_like", None),
+    ("field.dof_values = work[SWEEPS % 2]", STORE, None,
      "`field.dof_values` also holds a slot of work (line 27): a fresh array in the slot would not reach it"),
-    ("", "    if f[i] > 0.5:\n        u_out[i] = 0.5 * u_in[i] * u_in[i] + f[i]",
-     "may leave elements of work[(k + 1) % 2] unwritten"),
+    ("", "    if f[i] > 0.5:\n        u_out[i] = 0.5 * u_in[i] * u_in[i] + f[i]", "wp.clone", None),
 ])
-def test_a_fresh_output_per_step_only_where_it_keeps_the_forward(alias: str, store: str, why: str | None) -> None:
+def test_a_fresh_output_per_step_only_where_it_keeps_the_forward(
+    alias: str, store: str, made: str | None, why: str | None,
+) -> None:
     """A fresh array in the written slot each step: not when another name holds a slot (it would go on reading
-    the old array), nor when the kernel may leave elements unwritten (a fresh array holds other values there)."""
+    the old array); a copy of the slot when the kernel may leave elements unwritten (a fresh array would hold
+    other values there, the copy holds the slot's own)."""
     text = _program(alias, store)
     found = [f for f in check_sources({"main.py": text}).findings if f.rule == "WF104"]
     assert len(found) == 1
     result = compute_edits({"main.py": text}, found)
     if why is None:
-        assert "work[(k + 1) % 2] = wp.empty_like(work[(k + 1) % 2])" in result.new_sources["main.py"]
+        assert f"work[(k + 1) % 2] = {made}(work[(k + 1) % 2])" in result.new_sources["main.py"]
     else:
         assert result.new_sources == {} and why in result.skipped[0][1], result.skipped
 

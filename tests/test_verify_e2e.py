@@ -352,3 +352,13 @@ def test_a_host_update_of_a_parameter_behind_record_func_ends_the_iteration():
     windows = [b.window for b in report.backwards]
     assert windows[:2] == [0, 1], windows
     assert params(report)["centered"][0] == "pass"
+
+
+def test_an_input_the_custom_adjoint_never_writes_is_a_warning():
+    """``wp.adjoint[r]`` only: FD of the forward in ``eps`` disagrees with the zero adjoint, but the adjoint never
+    writes ``eps`` (a constant held on purpose), so WF804 is a warning and the gradient verdict stands."""
+    report = verify("python", "smoothing_eps.py")
+    assert report.error is None, report.error
+    [found] = [f for f in report.findings if f.rule == "WF804"]
+    assert found.severity.value == "warning" and "never writes the adjoint of `eps`" in found.message
+    assert params(report)["x"][0] == "pass"

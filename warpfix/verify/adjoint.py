@@ -13,6 +13,7 @@ import importlib.util
 import inspect
 import math
 import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -206,14 +207,31 @@ def _check_one(wp: Any, func: Any, relpath: Any) -> dict[str, Any] | None:
     line = grad_fn.__code__.co_firstlineno
     err, label, ratio = max(wrong)
     factors = ", ".join(f"`{lab}` {r:.4g}x" for _, lab, r in wrong)
-    return {
+    message = (f"the @wp.func_grad of `{func.key}` disagrees with finite differences of its forward on sampled "
+               f"inputs: adjoint / FD factor {factors} (max relative error {err:.3g})")
+    found: dict[str, Any] = {
         "rule": "WF804",
         "path": path,
         "line": line,
-        "message": (
-            f"the @wp.func_grad of `{func.key}` disagrees with finite differences of its forward on sampled inputs: "
-            f"adjoint / FD factor {factors} (max relative error {err:.3g})"
-        ),
+        "message": message,
         "data": {"function": func.key, "input": label, "factor": ratio, "max_rel_err": err,
                  "factors": {lab: r for _, lab, r in wrong}},  # fmt: skip
     }
+    untouched = _unwritten_adjoints(grad_fn, {lab.split("[")[0] for _, lab, _ in wrong})
+    if untouched == {lab.split("[")[0] for _, lab, _ in wrong}:
+        # the adjoint never writes these inputs' adjoints: held constant on purpose (a smoothing ``eps``) or
+        # forgotten; only a gradient that reaches them through this function is lost, so no error
+        names = ", ".join(f"`{n}`" for n in sorted(untouched))
+        found["severity"] = "warning"
+        found["message"] = (f"the @wp.func_grad of `{func.key}` never writes the adjoint of {names}: a gradient "
+                            f"reaching {names} through `{func.key}` is dropped (FD of the forward: {factors})")
+    return found
+
+
+def _unwritten_adjoints(grad_fn: Any, names: set[str]) -> set[str]:
+    """The inputs among ``names`` whose adjoint ``grad_fn``'s source never writes (no ``wp.adjoint[name]``)."""
+    try:
+        source = inspect.getsource(grad_fn)
+    except (OSError, TypeError):
+        return set()
+    return {n for n in names if not re.search(rf"adjoint\[\s*{re.escape(n)}\s*\]", source)}

@@ -240,6 +240,8 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
                 for f in found:
                     self.add_finding(f["rule"], f["path"], f["line"], f["message"], ("WF804", f["path"], f["line"]),
                                      **f.get("data", {}))  # fmt: skip
+                    if f.get("severity"):
+                        self.findings[-1]["severity"] = f["severity"]
         self.flush()
         sys.stdout.flush()
         sys.stderr.flush()
