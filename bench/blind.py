@@ -20,7 +20,9 @@ Per variant, in a scratch copy of its program folder:
    right rule anywhere in the file;
 2. ``warpfix apply`` (safe fixes, no FD): "right" when the fixed program prints exactly what ok.py prints,
    "first iteration right" when it prints ok.py's first loss and gradients (a variant whose own structure
-   changes later iterations, such as a state carried across iterations, cannot be fully right);
+   changes later iterations, such as a state carried across iterations, cannot be fully right), "close" when
+   every number it prints equals ok.py's to a relative 1e-5 (right up to float32 summation order: the fixed
+   program need not add in ok.py's order);
 3. with ``--apply-check``, ``warpfix apply --check -- python <entry>`` on the variants check hit, judged as 2.
 
 Classes: 1 aliased state (``[x] * n``, one state as input and output, swapped buffers), 2 missing
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -101,6 +104,28 @@ def first_iteration(out: str) -> list[str]:
     return lines[: next((i for i, line in enumerate(lines) if line.startswith("loss 1")), len(lines))]
 
 
+def close(out: str, ok_out: str, rtol: float = 1e-5) -> bool:
+    """Every line ok.py prints, its numbers equal to ``rtol`` (float32 sums taken in another order): a fix right
+    up to rounding, where the exact comparison asks for ok.py's own order of operations."""
+    a, b = out.splitlines(), ok_out.splitlines()
+    if len(a) != len(b):
+        return False
+    for la, lb in zip(a, b, strict=True):
+        ta, tb = la.replace("[", " ").replace("]", " ").split(), lb.replace("[", " ").replace("]", " ").split()
+        if len(ta) != len(tb):
+            return False
+        for x, y in zip(ta, tb, strict=True):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                return False
+            if not math.isclose(fx, fy, rel_tol=rtol, abs_tol=1e-9):
+                return False
+    return True
+
+
 def _near(finding: dict, line: int) -> bool:
     """The planted line lies within 2 lines of the finding's span (a multi-line launch whose argument line was
     changed is one statement), as ``bench/mutate.py`` scores."""
@@ -128,6 +153,7 @@ def score(runner: Runner, corpus: Path, entry: dict, ok_out: str, apply_check: b
         rc, out = runner.run(fixed, main)
         row[f"{mode}_right"] = changed and rc == 0 and out == ok_out
         row[f"{mode}_first"] = changed and rc == 0 and first_iteration(out) == first_iteration(ok_out)
+        row[f"{mode}_close"] = changed and rc == 0 and close(out, ok_out)
     return row
 
 
@@ -163,7 +189,8 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    cols = ["hit", "apply_right", "apply_first"] + (["apply_check_right", "apply_check_first"] if args.apply_check else [])
+    cols = ["hit", "apply_right", "apply_first", "apply_close"] + (
+        ["apply_check_right", "apply_check_first", "apply_check_close"] if args.apply_check else [])
     print(f"\n{'class':<6}{'variants':>9}" + "".join(f"{c:>19}" for c in cols))
     for cls in sorted({r["class"] for r in rows}) + ["all"]:
         sel = [r for r in rows if cls == "all" or r["class"] == cls]

@@ -47,6 +47,7 @@ import libcst as cst
 from codemods._backward_method import NO_BACKWARD, BackwardMethod, as_called_on
 from codemods._base import NotApplicable
 from codemods._cst import call_name, dotted, launch_writes, method_call
+from codemods._hoist_gradients import data_lines
 from warpfix.model.grad_reads import cst_reads_grad
 
 
@@ -56,7 +57,8 @@ class MoveAcrossBackward(BackwardMethod):
     DATA = {"tape": "the tape expression (`tape`, `self.tape`)",
             "written": "(WF303) the array the write overwrites, as written",
             "backward_line": "the line of the call, in the statement's block, that runs the backward",
-            "consumer_lines": "lines of that block's statements after it that read a gradient"}
+            "consumer_lines": "lines of that block's statements after it that read a gradient",
+            "grad_write_lines": "lines of statements after the backward that overwrite the gradient read (a clip)"}
 
     def describe_missing(self) -> str:
         return "no statement"
@@ -249,10 +251,14 @@ class MoveAcrossBackward(BackwardMethod):
         return any(a is e for a in (node, *self.ancestors(node)) for e in arguments)  # inside an argument
 
     def _backward_after(self, block: Sequence[cst.BaseStatement], index: int) -> cst.BaseStatement | None:
-        for s in block[index + 1:]:
+        """The tape's backward after ``block[index]``, or the last statement after it that overwrites the
+        gradient the moved statement reads (``grad_write_lines``: a host clip), where the gradient is final."""
+        for k, s in enumerate(block[index + 1:], index + 1):
             call = method_call(s, "backward")
             if call is not None and self._is_tape(call):
-                return s
+                writes = data_lines(self.data["grad_write_lines"])
+                later = [t for t in block[k + 1:] if self.pos(t).start.line in writes]
+                return later[-1] if later else s
         return None
 
     def _move(

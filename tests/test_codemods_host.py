@@ -375,6 +375,25 @@ class TestMoveAcrossBackward(CodemodTest):
         """
         self.assertCodemod(before, after, line=3)
 
+    def test_the_step_goes_after_a_clip_of_the_gradient(self) -> None:
+        """Blind corpus 4's tile_softplus: ``opt.step`` before the backward; after it, ``clip_gradients`` rewrites
+        the gradients (``grad_write_lines``): the step goes after the clip, where the gradient is final."""
+        before = """
+            opt.step([w.grad])
+            tape.backward(loss)
+            print(loss)
+            clip_gradients(params, 2.0)
+            tape.reset()
+        """
+        after = """
+            tape.backward(loss)
+            print(loss)
+            clip_gradients(params, 2.0)
+            opt.step([w.grad])
+            tape.reset()
+        """
+        self.assertCodemod(before, after, line=1, grad_write_lines=[4])
+
     def test_a_tape_block_holding_only_the_step_goes(self) -> None:
         """Blind corpus 4's orbit_burn: ``with tape: thrust.assign(... thrust.grad ...)`` before the backward."""
         before = """

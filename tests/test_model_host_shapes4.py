@@ -233,3 +233,28 @@ def test_record_func_hands_gradients_to_its_arrays() -> None:
     assert ("WF302", _line(buggy, "thrust.assign(thrust.numpy()")) in _errors(buggy)
     ok = _RECORDED_STEP.replace("    STEP", "    tape.backward(loss)\n    thrust.assign(thrust.numpy() - 0.1 * thrust.grad.numpy())")
     assert _errors(ok) == []
+
+
+def test_a_step_before_the_backward_names_the_clip_after_it() -> None:
+    """``for p, g in zip(params, grads): p.grad.assign(...)`` writes ``w.grad`` (zip of known lists), so the
+    WF304 finding of the step before the backward names the clip's line for the move."""
+    text = _GENERATOR.replace("def main():", '''def clip(params):
+    grads = [p.grad.numpy() for p in params]
+    for p, g in zip(params, grads):
+        p.grad.assign(g * 0.5)
+
+def main():''').replace("""    for it, value in optimize(x, y, loss, 5):
+        print(it, value)
+        opt.step([x.grad])""", """    for it in range(3):
+        loss.zero_()
+        tape = wp.Tape()
+        with tape:
+            wp.launch(square, dim=4, inputs=[x], outputs=[y])
+            wp.launch(total, dim=4, inputs=[y], outputs=[loss])
+        opt.step([x.grad])
+        tape.backward(loss)
+        clip([x])
+        tape.zero()""")
+    src, _ = parse_file("prog.py", text)
+    found = [f for f in run_rules(build_project({"prog.py": src})) if f.rule == "WF304"]
+    assert found and found[0].data.get("grad_write_lines") == [_line(text, "clip([x])")]

@@ -64,3 +64,36 @@ def recording_of(events: list[Event], bwd: Event) -> Event | None:
     """The ``tape_begin`` of the last recording on ``bwd``'s tape before it."""
     idx = events.index(bwd)
     return next((e for e in reversed(events[:idx]) if e.kind == "tape_begin" and e.tape == bwd.tape), None)
+
+
+def gradient_writes_after(events: list[Event], ev: Event, bwd: Event, owners: set[int]) -> list[int]:
+    """Lines, in the frame that runs ``ev``, of the statements after the backward ``bwd`` that overwrite the
+    gradient of an array in ``owners`` (a host clip, ``p.grad.assign(g * s)``, directly or in a call) before that
+    tape's next backward, zero or reset: an update moved after the backward goes after them, where the gradient
+    the iteration ends with is."""
+    depth = len(ev.call_stack)
+    frame = ev.call_stack
+    lines: set[int] = set()
+    for later in events[events.index(bwd) + 1:]:
+        if later.tape == bwd.tape and later.kind in ("backward", "tape_zero", "tape_reset"):
+            break
+        if later.kind != "grad_zero" or later.detail.get("method") != "assign":
+            continue
+        if not any(b.grad_of is not None and b.grad_of.root().id in owners for b in later.writes):
+            continue
+        if later.call_stack[:depth] != frame:
+            continue
+        where = later.call_stack[depth] if len(later.call_stack) > depth else later.span
+        if where.path == ev.span.path and where.line > bwd.span.line:
+            lines.add(where.line)
+    return sorted(lines)
+
+
+def grad_write_data(events: list[Event], ev: Event, bwd: Event, owners: set[int],
+                    apart: CallApart | None) -> dict[str, object]:
+    """``grad_write_lines`` (:func:`gradient_writes_after`) for a finding's data, when ``ev`` is moved in its own
+    frame (not a call moved apart) and such writes follow the backward."""
+    if apart is not None or not owners:
+        return {}
+    lines = gradient_writes_after(events, ev, bwd, owners)
+    return {"grad_write_lines": lines} if lines else {}

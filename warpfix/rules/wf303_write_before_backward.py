@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.call_order import call_apart, recording_of
+from warpfix.model.call_order import call_apart, grad_write_data, recording_of
 from warpfix.model.facts import Event, Trace, exclusive
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
@@ -148,7 +148,9 @@ tape.backward(loss)
                         # the tape may not record the read (``if cfg.sort:`` in a callee): not taped
                         data={"tape": tape_display_name(bwd), "written": ev.name_of(buf),
                               **({"conditional": True} if conditional_launch(reader) else {}),
-                              **(apart.data() if apart is not None else {})},
+                              **(apart.data() if apart is not None else {}),
+                              **grad_write_data(events, ev, bwd, {b.grad_of.root().id for b in ev.reads
+                                                                 if b.grad_of is not None}, apart)},
                         related=((reader.span, "read on the tape here"), (bwd.span, "backward here"),
                                  *(((ev.span, "the write"),) if apart is not None else ())),
                     )
@@ -159,3 +161,4 @@ tape.backward(loss)
                     if buf.grad_of is None and (first is None or conditional_launch(first)
                                                 and not conditional_launch(ev)):
                         readers[buf.root().id] = ev  # a read that surely happens is the one to report
+

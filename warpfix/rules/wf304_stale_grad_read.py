@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.call_order import call_apart, recording_of
+from warpfix.model.call_order import call_apart, grad_write_data, recording_of
 from warpfix.model.facts import Trace
 from warpfix.model.grad_walk import early_read, takes_reference, walk_grads
 from warpfix.model.tapeflow import anchor, line_ref, runs_with, tape_display_name
@@ -175,7 +175,8 @@ tape.backward(loss)
                     where,
                     f"`{name}` is read before the backward that produces it "
                     f"({line_ref(bwd.span, where)}): it still holds the previous gradient (or zeros){through}",
-                    data={"tape": tape_display_name(bwd), **(apart.data() if apart is not None else {})},
+                    data={"tape": tape_display_name(bwd), **(apart.data() if apart is not None else {}),
+                          **grad_write_data(events, ev, bwd, {owner.id}, apart)},
                     related=((bwd.span, "gradient produced here"),
                              *(((ev.span, "the read"),) if apart is not None else ())),
                 )
@@ -201,3 +202,4 @@ tape.backward(loss)
                         (st.backward.span, "gradient produced here"),
                     ),
                 )
+

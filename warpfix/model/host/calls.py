@@ -65,6 +65,9 @@ class Calls:
             ns = self.new(_callee_name(e.func) + "()", "object", fresh=True)
             ns.attrs.update(kwargs)
             return ns
+        if (isinstance(e.func, ast.Name) and e.func.id == "zip" and callee.kind == "unknown" and args and not kwargs
+                and all(a.kind == "list" and a.length is not None for a in args)):
+            return self.zipped(args)
         if (isinstance(e.func, ast.Name) and e.func.id == "len" and callee.kind == "unknown" and len(args) == 1
                 and args[0].kind == "list" and args[0].length is not None):
             return self.new("len()", "int", value=args[0].length)
@@ -76,6 +79,18 @@ class Calls:
         if isinstance(e.func, ast.Name) and e.func.id in _PURE_BUILTINS and callee.kind == "unknown":
             return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)
+
+    def zipped(self, lists: list[Val]) -> Val:
+        """``zip(a, b)`` of lists of known length: a list of tuples, item ``k`` holding each list's item ``k``."""
+        out = self.new("zip()", "list")
+        out.length = min(v.length or 0 for v in lists)
+        for k in range(out.length):
+            row = self.new(f"zip()[{k}]", "list")
+            for i, v in enumerate(lists):
+                row.items[str(i)] = self.item(v, str(k))
+            row.length = len(lists)
+            out.items[str(k)] = row
+        return out
 
     def opaque_call(self, e: ast.Call, args: list[Val], kwargs: dict[str, Val], src: SourceFile) -> Val:
         arrays = [v for v in [*args, *kwargs.values()] if v.buf is not None]
