@@ -58,7 +58,8 @@ class MoveAcrossBackward(BackwardMethod):
             "written": "(WF303) the array the write overwrites, as written",
             "backward_line": "the line of the call, in the statement's block, that runs the backward",
             "consumer_lines": "lines of that block's statements after it that read a gradient",
-            "grad_write_lines": "lines of statements after the backward that overwrite the gradient read (a clip)"}
+            "grad_write_lines": "lines of statements after the backward that overwrite the gradient read (a clip)",
+            "yield_line": "a generator's yield to the loop that reads the gradient, before its backward"}
 
     def describe_missing(self) -> str:
         return "no statement"
@@ -77,6 +78,9 @@ class MoveAcrossBackward(BackwardMethod):
         block = list(self.block_of(stmt))
         if not block:
             raise self.not_applicable("the statement is not in a block")
+        if self.data["yield_line"]:
+            self._backward_before_the_yield(stmt, block)
+            return
         container = self.parent(stmt)
         outer = None if isinstance(container, cst.Module) else self.parent(container)
         if isinstance(outer, cst.With) and stmt is not block[0]:
@@ -183,6 +187,17 @@ class MoveAcrossBackward(BackwardMethod):
         lines = ", ".join(str(self.pos(site.anchor).start.line) for site in found.sites)
         self.summary(f"moved to the callers: after {found.backward.name.value}() (line(s) {lines}), which runs "
                      f"{tape}.backward(...) after each call of {name}()")
+
+    def _backward_before_the_yield(self, stmt: cst.BaseStatement, block: list[cst.BaseStatement]) -> None:
+        """A generator that yields to its caller's loop (which steps the optimizer) before its own backward: the
+        backward moves before the ``yield`` (the yielded loss is computed before either)."""
+        wanted = int(self.data["backward_line"] or 0)
+        backward = next((s for s in block[block.index(stmt) + 1:] if self.pos(s).start.line == wanted), None)
+        call = method_call(backward, "backward") if backward is not None else None
+        if backward is None or call is None or not self._is_tape(call):
+            raise self.not_applicable(f"no `tape.backward(...)` at line {wanted} after the yield in its block")
+        self._move(backward, stmt, block[block.index(stmt): block.index(backward)], after=False)
+        self.context.scratch["summary"] = f"moved the backward (line {wanted}) before the yield"
 
     def _alone_in_tape_block(self, stmt: cst.BaseStatement, block: cst.With) -> bool:
         """``with tape: <step>`` holding nothing else, the backward after it: the step moves after the backward

@@ -394,6 +394,30 @@ class TestMoveAcrossBackward(CodemodTest):
         """
         self.assertCodemod(before, after, line=1, grad_write_lines=[4])
 
+    def test_the_backward_moves_before_the_yield(self) -> None:
+        """Blind corpus 4's peg_board: the generator yields (its caller steps the optimizer) before its backward."""
+        before = """
+            def optimize(bufs, iters):
+                for it in range(iters):
+                    tape = wp.Tape()
+                    with tape:
+                        rollout(bufs)
+                    yield it, float(bufs.loss.numpy()[0])
+                    tape.backward(bufs.loss)
+                    tape.zero()
+        """
+        after = """
+            def optimize(bufs, iters):
+                for it in range(iters):
+                    tape = wp.Tape()
+                    with tape:
+                        rollout(bufs)
+                    tape.backward(bufs.loss)
+                    yield it, float(bufs.loss.numpy()[0])
+                    tape.zero()
+        """
+        self.assertCodemod(before, after, line=6, yield_line=6, backward_line=7)
+
     def test_a_tape_block_holding_only_the_step_goes(self) -> None:
         """Blind corpus 4's orbit_burn: ``with tape: thrust.assign(... thrust.grad ...)`` before the backward."""
         before = """

@@ -258,3 +258,14 @@ def main():''').replace("""    for it, value in optimize(x, y, loss, 5):
     src, _ = parse_file("prog.py", text)
     found = [f for f in run_rules(build_project({"prog.py": src})) if f.rule == "WF304"]
     assert found and found[0].data.get("grad_write_lines") == [_line(text, "clip([x])")]
+
+
+def test_a_yield_before_the_backward_is_found_at_the_yield() -> None:
+    """The generator yields before its backward: the caller's step reads the old gradient. The finding is at
+    the ``yield`` (the fix moves the backward before it), not at the caller's read."""
+    text = _GENERATOR.replace("ZERO", "tape.zero()").replace(
+        "        tape.backward(loss)\n        yield it, float(loss.numpy()[0])\n",
+        "        yield it, float(loss.numpy()[0])\n        tape.backward(loss)\n")
+    found = {(rule, line) for rule, line in _errors(text)}
+    assert ("WF304", _line(text, "yield it")) in found
+    assert all(line == _line(text, "yield it") for rule, line in found if rule in ("WF303", "WF304"))

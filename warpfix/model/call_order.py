@@ -97,3 +97,16 @@ def grad_write_data(events: list[Event], ev: Event, bwd: Event, owners: set[int]
         return {}
     lines = gradient_writes_after(events, ev, bwd, owners)
     return {"grad_write_lines": lines} if lines else {}
+
+
+def resumed_before(ev: Event, bwd: Event) -> Span | None:
+    """The ``yield`` of a generator that runs ``ev``'s loop body (``for it in optimize(...)``) before the
+    generator's own backward ``bwd``: the caller's step sees the gradient before the backward produces it, and
+    the fix moves that backward before the yield. None when ``ev`` does not run at such a yield."""
+    at = ev.detail.get("resumed_at")
+    if not isinstance(at, Span) or at.path != bwd.span.path or at.line >= bwd.span.line:
+        return None
+    depth = len(ev.call_stack)
+    if len(bwd.call_stack) <= depth or bwd.call_stack[:depth] != ev.call_stack:
+        return None  # the backward does not run in a generator the read's frame called
+    return at

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.call_order import call_apart, grad_write_data, recording_of
+from warpfix.model.call_order import call_apart, grad_write_data, recording_of, resumed_before
 from warpfix.model.facts import Event, Trace, exclusive
 from warpfix.model.tapeflow import (
     DIFFERENTIABLE,
@@ -134,6 +134,21 @@ tape.backward(loss)
                     if bwd is None:
                         continue
                     buf, reader = hit
+                    resumed = resumed_before(ev, bwd)
+                    if resumed is not None:
+                        yield self.finding(
+                            resumed,
+                            f"the generator yields to its caller's loop before its backward "
+                            f"({line_ref(bwd.span, resumed)}): the loop body's {describe_event(ev)} "
+                            f"({line_ref(ev.span, resumed)}) overwrites `{ev.name_of(buf)}`, which the tape read at "
+                            f"{line_ref(reader.span, resumed)}, and the backward replays against the new contents; "
+                            "run the backward before the yield",
+                            data={"tape": tape_display_name(bwd), "yield_line": resumed.line,
+                                  "backward_line": bwd.span.line},
+                            related=((reader.span, "read on the tape here"), (bwd.span, "backward here"),
+                                     (ev.span, "the write")),
+                        )
+                        continue
                     apart = call_apart(events, ev, bwd, recording_of(events, bwd))
                     where = apart.site if apart is not None else anchor(ev, bwd)
                     through = "" if apart is None else (

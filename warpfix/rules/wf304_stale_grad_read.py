@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from warpfix.finding import Finding, FixSafety, Severity
 from warpfix.model import Project
-from warpfix.model.call_order import call_apart, grad_write_data, recording_of
+from warpfix.model.call_order import call_apart, grad_write_data, recording_of, resumed_before
 from warpfix.model.facts import Trace
 from warpfix.model.grad_walk import early_read, takes_reference, walk_grads
 from warpfix.model.tapeflow import anchor, line_ref, runs_with, tape_display_name
@@ -166,6 +166,19 @@ tape.backward(loss)
                 bwd = early[1]
                 if any(scope.tape == bwd.tape for scope in ev.tapes):
                     continue  # inside that tape's own `with` block: an optimizer step on the tape (WF302)
+                resumed = resumed_before(ev, bwd)
+                if resumed is not None:
+                    yield self.finding(
+                        resumed,
+                        f"the generator yields to its caller's loop before its backward "
+                        f"({line_ref(bwd.span, resumed)}): the loop body reads `{name}` "
+                        f"({line_ref(ev.span, resumed)}) while it still holds the previous gradient (or zeros); "
+                        "run the backward before the yield",
+                        data={"tape": tape_display_name(bwd), "yield_line": resumed.line,
+                              "backward_line": bwd.span.line},
+                        related=((bwd.span, "gradient produced here"), (ev.span, "the read")),
+                    )
+                    continue
                 apart = call_apart(events, ev, bwd, recording_of(events, bwd))
                 where = apart.site if apart is not None else anchor(ev, bwd)
                 through = "" if apart is None else (

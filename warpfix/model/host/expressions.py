@@ -177,7 +177,7 @@ class Expressions:
             return a
         if isinstance(e, ast.Yield) and self.yield_handlers and self.func_stack \
                 and self.yield_handlers[-1][0] == self.func_stack[-1]:
-            self.yield_handlers[-1][1](self.eval(e.value, frame))
+            self.yield_handlers[-1][1](self.eval(e.value, frame), frame.src.span(e))
             return self.new("None", "const")
         if isinstance(e, (ast.BoolOp, ast.Compare, ast.JoinedStr, ast.Lambda, ast.GeneratorExp, ast.SetComp,
                           ast.DictComp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom, ast.FormattedValue)):

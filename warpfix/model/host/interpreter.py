@@ -68,7 +68,10 @@ class HostInterpreter(Statements, Loops, Expressions, Calls, Classes, LibraryCal
         self.varying: dict[int, Varies] = {}  # id of a known int -> how it varies between loop passes (per root)
         self.unknown_starts: dict[int, int] = {}  # id of a ``range`` start not known -> its stand-in (Loops)
         # ``@contextmanager`` generators being run by a with-statement: (generator id, its with-body)
-        self.yield_handlers: list[tuple[int, Callable[[Val], None]]] = []
+        self.yield_handlers: list[tuple[int, Callable[[Val, Span], None]]] = []
+        # the yields whose caller's loop body runs now (``for it in optimize(...)``): each event there records
+        # the innermost one as ``detail["resumed_at"]`` (the generator hands control to the caller there)
+        self.resumed: list[Span] = []
 
     # ------------------------------------------------------------------ values
     def new(self, label: str, kind: str = "unknown", **kw) -> Val:
@@ -291,6 +294,8 @@ class HostInterpreter(Statements, Loops, Expressions, Calls, Classes, LibraryCal
     def emit(self, kind: EventKind, node: ast.AST, src: SourceFile, **kw) -> Event:
         if len(self.events) >= MAX_EVENTS:
             raise _Budget
+        if self.resumed:
+            kw["detail"] = {**(kw.get("detail") or {}), "resumed_at": self.resumed[-1]}
         ev = Event(
             kind,
             self.span_of(src, node),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from warpfix.finding import Span
 from warpfix.model.facts import Loop
 from warpfix.model.host.limits import LOOP_UNROLL, MAX_PERIOD, MAX_UNROLLED_LOOPS, UNKNOWN_START_STRIDE
 from warpfix.model.host.syntax import _is_contextmanager, _is_enumerate, _is_place, _passes, _text
@@ -110,22 +111,28 @@ class Loops:
             return False
         args = [self.eval(a, frame) for a in call.args]
         kwargs = {kw.arg: self.eval(kw.value, frame) for kw in call.keywords if kw.arg}
-        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
+        outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget and stack
+        outer_stack = list(self.call_stack)
         returned: list[_Return] = []
         ran: list[bool] = []
 
-        def body(value: Val) -> None:
+        def body(value: Val, where: Span | None = None) -> None:
             if returned:  # the caller returned from inside the loop: the generator is not resumed
                 return
             ran.append(True)
             self.bind(s.target, value, frame)
             saved, self.call_limits = self.call_limits, outer_limits
+            saved_stack, self.call_stack = self.call_stack, outer_stack
+            if where is not None:
+                self.resumed.append(where)
             try:
                 self.block(s.body, frame, module_level)
             except _Return as ret:
                 returned.append(ret)
             finally:
-                self.call_limits = saved
+                self.call_limits, self.call_stack = saved, saved_stack
+                if where is not None:
+                    self.resumed.pop()
 
         self.yield_handlers.append((id(fn), body))
         try:

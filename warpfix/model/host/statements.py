@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from warpfix.finding import Span
 from warpfix.model.facts import TapeScope
 from warpfix.model.host.limits import MAX_STEPS
 from warpfix.model.host.syntax import (
@@ -283,7 +284,7 @@ class Statements:
         outer_limits = list(self.call_limits)  # the body is the caller's code: the caller's budget
         ran: list[BaseException | None] = []
 
-        def body(value: Val) -> None:
+        def body(value: Val, _where: Span | None = None) -> None:
             if ran:
                 return
             ran.append(None)
