@@ -134,7 +134,12 @@ class GradientHoist(FindingCommand):
                 raise self.not_applicable(f"{tape}.zero() discards every window's gradient unread")
             self.insert_after(loop, after)
             return
-        resets = self._removable_buffers(scope, accumulations, rest)
+        # the windows' sum written back into ``p.grad`` for code after the block (``p.grad.assign(G)``): the sum
+        # stays, taken once after the backward, and the tape is cleared before the write-back as each window did
+        writes_back = any(_gradient_written(call, self.code) is not None
+                          and any(n.value in {a.buffer for a in accumulations} for n in self.nodes(call, cst.Name))
+                          for stmt in rest for call in self.nodes(stmt, cst.Call))
+        resets = None if writes_back else self._removable_buffers(scope, accumulations, rest)
         if resets is None:
             after += [a.stmt.with_changes(leading_lines=()) for a in accumulations]
             if zeros:
@@ -143,13 +148,6 @@ class GradientHoist(FindingCommand):
             return
         replacement = {a.buffer: a.replacement for a in accumulations}
         grads = {a.replacement.removesuffix(".numpy()") for a in accumulations}
-        for stmt in rest:
-            for call in self.nodes(stmt, cst.Call):
-                target = _gradient_written(call, self.code)
-                if target is not None and any(n.value in replacement for n in self.nodes(call, cst.Name)):
-                    raise self.not_applicable(
-                        f"line {self.pos(stmt).start.line} writes the summed gradient back into {target}: code after "
-                        "the block consumes it, and the hoist cannot tell where to clear it for the next iteration")
         last = None
         for stmt in rest:
             names = [n for n in self.nodes(stmt, cst.Name) if n.value in replacement]

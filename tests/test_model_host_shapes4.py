@@ -269,3 +269,42 @@ def test_a_yield_before_the_backward_is_found_at_the_yield() -> None:
     found = {(rule, line) for rule, line in _errors(text)}
     assert ("WF304", _line(text, "yield it")) in found
     assert all(line == _line(text, "yield it") for rule, line in found if rule in ("WF303", "WF304"))
+
+
+_WRITE_BACK = """
+import warp as wp
+
+@wp.kernel
+def square(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i])
+
+@wp.kernel
+def descend(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] - 0.1 * g[i]
+
+x = wp.ones(4, dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+for it in range(3):
+    CLEAR
+    loss.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=4, inputs=[x], outputs=[loss])
+    tape.backward(loss)
+    g = x.grad.numpy()
+    tape.zero()
+    x.grad.assign(g)
+    wp.launch(descend, dim=4, inputs=[x, x.grad])
+"""
+
+
+def test_a_gradient_written_back_after_the_clear_holds_values() -> None:
+    """``g = x.grad.numpy(); tape.zero(); x.grad.assign(g)``: the step reads the written-back gradient, not zeros
+    (no WF304); the next iteration's backward adds onto it unless cleared (WF301)."""
+    text = _WRITE_BACK.replace("    CLEAR\n", "")
+    found = _errors(text)
+    assert ("WF301", _line(text, "tape.backward(loss)")) in found
+    assert not any(rule == "WF304" for rule, _ in found)
+    assert _errors(_WRITE_BACK.replace("CLEAR", "x.grad.zero_()")) == []

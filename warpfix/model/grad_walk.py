@@ -96,6 +96,11 @@ def walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, GradState],
                     st.replays.append(ev)
                 else:
                     st.backward, st.consumed, st.zeroed, st.replays = None, None, None, []
+        elif ev.kind == "grad_zero" and _keeps_a_gradient(ev):
+            for buf in ev.writes:  # values again (after a tape.zero()), not yet read
+                st = states.get(buf.grad_of.root().id) if buf.grad_of is not None else None
+                if st is not None and st.backward is not None:
+                    st.zeroed, st.consumed = None, None
         elif ev.kind == "grad_zero":
             for buf in ev.writes:
                 if buf.grad_of is not None and buf.grad_of.root().id in states:
@@ -111,6 +116,16 @@ def walk_grads(trace: Trace) -> Iterator[tuple[int, Event, dict[int, GradState],
                     and ev.kind != "backward"
                 ):
                     st.consumed = ev
+
+
+def _keeps_a_gradient(ev: Event) -> bool:
+    """``p.grad.assign(g)`` of values computed from a gradient (a host clip, the windows' sum written back): the
+    gradient still holds what a backward produced, and the next backward adds onto it. ``assign`` of zeros clears
+    it, as ``zero_()`` does."""
+    if ev.detail.get("method") != "assign" or not isinstance(ev.node, ast.Call):
+        return False
+    return not any(isinstance(n, (ast.Name, ast.Attribute)) and (n.id if isinstance(n, ast.Name) else n.attr)
+                   in ("zeros", "zeros_like") for arg in ev.node.args for n in ast.walk(arg))
 
 
 def _extra_arms(ev: Event, *path: Event | None) -> tuple[tuple[int, int], ...]:
