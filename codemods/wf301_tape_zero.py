@@ -107,8 +107,26 @@ class ZeroTape(CallerZero):
                 if self._zero_after_earlier_backward():
                     return
             except NotApplicable as other:
+                if self._zero_before_as_last_resort():
+                    return
                 raise self.not_applicable(f"{exc}; and at the earlier backward: {other}") from None
+            if self._zero_before_as_last_resort():
+                return
             raise
+
+    def _zero_before_as_last_resort(self) -> bool:
+        """*zero before backward* where every other strategy failed though the finding names the arrays (a tape
+        already zeroed where the gradient is handed on: the windows' sum written back into ``p.grad`` for a
+        later method's update, which the next backward then adds onto). False when it does not apply either."""
+        arrays = self._arrays()
+        if not arrays:
+            return False
+        call = self.on_line(cst.Call, lambda c: call_name(c) == "backward" and isinstance(c.func, cst.Attribute))
+        try:
+            self._zero_before(self.statement_of(call), arrays, self.enclosing(call, cst.FunctionDef))
+        except NotApplicable:
+            return False
+        return True
 
     def _plan_at_backward(self) -> None:
         """Every strategy but the earlier backward's, at the finding's backward (see the module docstring)."""

@@ -197,6 +197,28 @@ class TestFreshFill(CodemodTest):
 class TestZeroTape(CodemodTest):
     TRANSFORM = ZeroTape
 
+
+    def test_zero_before_backward_where_the_tape_is_already_cleared(self) -> None:
+        """Blind corpus 4's plate_cooling after its hoist: the method clears its tape, then writes the sum back into
+        ``self.k.grad`` for a later ``update()``; the next call's backward adds onto it. The last resort clears
+        the named gradient before the backward."""
+        before = """
+            class Inv:
+                def __init__(self):
+                    self.k = wp.zeros(4, requires_grad=True)
+
+                def forward(self):
+                    tape = wp.Tape()
+                    with tape:
+                        run(self.k, self.loss)
+                    tape.backward(self.loss)
+                    g = self.k.grad.numpy()
+                    tape.zero()
+                    self.k.grad.assign(g)
+        """
+        after = before.replace("                    tape.backward(self.loss)\n",
+                               "                    self.k.grad.zero_()\n                    tape.backward(self.loss)\n")
+        self.assertCodemod(before, after, line=9, arrays=["self.k"])
     def test_end_of_loop(self) -> None:
         before = """
             for it in range(iters):

@@ -77,9 +77,14 @@ class _LineMap:
         return index + 1
 
 
+#: rules whose fix goes first among findings at one place: the WF601 hoist rebuilds the window loop, and a fix of
+#: the per-window backward it replaces (WF301's zero) would only stand in its way (re-checked next round)
+FIRST_AT_A_PLACE = ("WF601",)
+
+
 def _order(finding: Finding) -> tuple:
     span = finding.span
-    return (span.path, -span.line, -span.column, finding.rule)
+    return (span.path, -span.line, -span.column, finding.rule not in FIRST_AT_A_PLACE, finding.rule)
 
 
 def _allowed(finding: Finding, unsafe: bool) -> str | None:
