@@ -4,6 +4,7 @@
     python bench/realworld.py --only ball drone  # programs whose label contains a word
     python bench/realworld.py --timeout 900      # verify time limit per program (seconds)
     python bench/realworld.py --extra-path /tmp/pylib  # a folder on the programs' PYTHONPATH (pxr, nlopt)
+    python bench/realworld.py --long             # the Warp examples at a longer training length (20-40 iterations)
 
 Per program: static findings (rule counts, errors), verify verdicts, and wall time of the example
 alone against verify (after one plain run has filled Warp's kernel cache). The examples run with
@@ -51,23 +52,39 @@ WARP = [
      ["--max-evals", "2", "--nx", "8", "--ny", "4", "--headless", "--device", "cpu"]),
 ]
 
+#: ``--long``: the Warp examples at a training length closer to their own (their defaults run for minutes to hours
+#: on the CPU): what a user pays to verify a real run, where the FD floor is a small part of it
+WARP_LONG = {
+    "optim/example_diffray.py": ["--train-iters", "20", "--headless", "--device", "cpu"],
+    "optim/example_fluid_checkpoint.py":
+        ["--train-iters", "20", "--num-frames", "8", "--pressure-iterations", "10", "--headless", "--device", "cpu"],
+    "fem/example_elastic_shape_optimization.py": ["--num-iters", "40", "--headless", "--device", "cpu"],
+    "fem/example_darcy_ls_optimization.py": ["--num-iters", "40", "--resolution", "25", "--headless", "--device", "cpu"],
+    "fem/example_cantilever_topology_optimization.py": ["--max-evals", "40", "--headless", "--device", "cpu"],
+}
+
 
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
     return Path(spec.origin).parent if spec and spec.origin else None
 
 
-def programs() -> list[tuple[str, Path, list[str]]]:
-    """(label, source file, command) of each program that is installed."""
+def programs(long: bool = False) -> list[tuple[str, Path, list[str]]]:
+    """(label, source file, command) of each program that is installed (``long``: the Warp examples of
+    :data:`WARP_LONG` at their longer length, and nothing else)."""
     out = []
     newton = _package_dir("newton")
-    if newton is not None:
+    if newton is not None and not long:
         for name in NEWTON:
             src = newton / "examples" / "diffsim" / f"example_diffsim_{name}.py"
             out.append((f"newton {name}", src, [sys.executable, str(src), *NEWTON_ARGS, *NEWTON_EXTRA.get(name, [])]))
     warp = _package_dir("warp")
     if warp is not None:
         for rel, args in WARP:
+            if long:
+                if rel not in WARP_LONG:
+                    continue
+                args = WARP_LONG[rel]
             src = warp / "examples" / rel
             if src.exists():
                 out.append((f"warp {Path(rel).stem.removeprefix('example_')}", src, [sys.executable, str(src), *args]))
@@ -106,12 +123,13 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="labels containing one of these words")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run (alone and verify)")
     parser.add_argument("--extra-path", default="", help="a folder put on the programs' PYTHONPATH (e.g. pxr, nlopt)")
+    parser.add_argument("--long", action="store_true", help="the Warp examples at a longer training length only")
     args = parser.parse_args()
     if args.extra_path:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [args.extra_path, os.environ.get("PYTHONPATH")]))
     env_cache = os.environ.setdefault("WARP_CACHE_PATH", str(Path.home() / ".cache" / "warpfix-tests-warp"))
     print(f"# kernel cache {env_cache}; python {sys.executable}")
-    for label, src, cmd in programs():
+    for label, src, cmd in programs(args.long):
         if args.only and not any(w in label for w in args.only):
             continue
         rules, errors = check(src)
@@ -136,7 +154,8 @@ def main() -> int:
         unjudged = next((p for b in report.backwards for p in b.params if p.verdict == "unreliable"), None)
         if unjudged is not None:
             print(f"   unreliable {unjudged.name}: {unjudged.reason[:160]}")
-        print(f"   time:   alone {alone_s}, verify {took:.1f}s; probe {report.probe_seconds or '-'}")
+        ratio = f" ({took / alone:.2f}x)" if alone else ""
+        print(f"   time:   alone {alone_s}, verify {took:.1f}s{ratio}; probe {report.probe_seconds or '-'}")
         sys.stdout.flush()
     return 0
 
