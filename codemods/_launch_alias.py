@@ -16,10 +16,14 @@ not a statement of its own, passes the argument as more than one output, the arg
 
 from __future__ import annotations
 
+import ast
+import textwrap
+
 import libcst as cst
 
 from codemods._base import FindingCommand
 from codemods._cst import call_name, launch_writes
+from warpfix.rules._launch_alias import tid_targets
 
 
 def fresh_launch_output(cmd: FindingCommand, alias: str, param: str) -> None:
@@ -41,3 +45,15 @@ def fresh_launch_output(cmd: FindingCommand, alias: str, param: str) -> None:
     cmd.replace(hits[0], cst.Name(name))
     cmd.insert_after(stmt, [cmd.statement(f"{alias} = {name}\n")])
     cmd.context.scratch["summary"] = f"fresh launch output: `{name}` instead of `{alias}`, rebound after the launch"
+
+
+def stores_every_element(kernel_code: str, targets: list[str]) -> bool:
+    """Whether every store target (``u[i, j]``) of the kernel whose source is ``kernel_code`` indexes the thread's
+    own ``wp.tid()`` element: a launch over the array's shape then writes each element of a fresh output. A store
+    of one slab (``u[s, i, j]``) does not."""
+    try:
+        tids = tid_targets(ast.parse(textwrap.dedent(kernel_code)).body[0])  # type: ignore[arg-type]
+        indexes = [ast.parse(t, mode="eval").body for t in targets]
+    except SyntaxError:
+        return False
+    return all(isinstance(i, ast.Subscript) and ast.unparse(i.slice) in tids for i in indexes)

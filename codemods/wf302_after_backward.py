@@ -46,8 +46,9 @@ import libcst as cst
 
 from codemods._backward_method import NO_BACKWARD, BackwardMethod, as_called_on
 from codemods._base import NotApplicable
-from codemods._cst import call_name, dotted, launch_writes, method_call
+from codemods._cst import call_name, launch_writes, method_call
 from codemods._hoist_gradients import data_lines
+from codemods._statement_names import bound_names, effects, read_names
 from warpfix.model.grad_reads import cst_reads_grad
 
 
@@ -159,28 +160,28 @@ class MoveAcrossBackward(BackwardMethod):
         method = self.enclosing(block, cst.FunctionDef)
         assert method is not None
         name = method.name.value
-        bound, read = _bound_names(stmt), _read_names(stmt)
+        bound, read = bound_names(stmt), read_names(stmt)
         params = {p.name.value for p in [*method.params.posonly_params, *method.params.params,
                                          *method.params.kwonly_params]}
-        local = params | set().union(*(_bound_names(s) for s in method.body.body))
+        local = params | set().union(*(bound_names(s) for s in method.body.body))
         plain = {n for n in bound | read if "." not in n and n != "self"}
         if plain & local:
             raise self.not_applicable(f"{NO_BACKWARD}, and the statement uses {', '.join(sorted(plain & local))}, local to {name}()")
         for site in found.sites:
             caller = self.enclosing(site.anchor, cst.FunctionDef)
-            shadowed = plain & set().union(*(_bound_names(s) for s in (caller.body.body if caller else ())))
+            shadowed = plain & set().union(*(bound_names(s) for s in (caller.body.body if caller else ())))
             if shadowed:
                 raise self.not_applicable(f"{NO_BACKWARD}, and {', '.join(sorted(shadowed))} is bound in {caller.name.value}(), which "
                                           f"calls {name}() at line {self.pos(site.anchor).start.line}")
         for other in [*found.crossed, *(s for site in found.sites for s in site.between)]:
             where = f"line {self.pos(other).start.line}"
-            if _effects(other) or not self._only_reads(other):
+            if effects(other) or not self._only_reads(other):
                 raise self.not_applicable(f"{NO_BACKWARD}, and {where} runs code between the statement and the backward of "
                                           f"{found.backward.name.value}() that the move would put before it")
-            if bound & _read_names(other):
-                raise self.not_applicable(f"{NO_BACKWARD}, and {where} reads {', '.join(sorted(bound & _read_names(other)))}")
-            if _bound_names(other) & read:
-                raise self.not_applicable(f"{NO_BACKWARD}, and {where} rebinds {', '.join(sorted(_bound_names(other) & read))}")
+            if bound & read_names(other):
+                raise self.not_applicable(f"{NO_BACKWARD}, and {where} reads {', '.join(sorted(bound & read_names(other)))}")
+            if bound_names(other) & read:
+                raise self.not_applicable(f"{NO_BACKWARD}, and {where} rebinds {', '.join(sorted(bound_names(other) & read))}")
         self.remove(stmt)
         for site in found.sites:
             self.insert_after(site.anchor, [as_called_on(stmt, site.receiver)])
@@ -281,23 +282,23 @@ class MoveAcrossBackward(BackwardMethod):
     ) -> None:
         group = [stmt]
         if after:  # the statements using what the moved one binds go along, in order
-            bound = _bound_names(stmt)
+            bound = bound_names(stmt)
             for other in crossed:
-                if other is not anchor and bound & _read_names(other) and not _effects(other):
+                if other is not anchor and bound & read_names(other) and not effects(other):
                     group.append(other)
-                    bound |= _bound_names(other)
-        bound = set().union(*(_bound_names(g) for g in group))
-        read = set().union(*(_read_names(g) for g in group))
+                    bound |= bound_names(other)
+        bound = set().union(*(bound_names(g) for g in group))
+        read = set().union(*(read_names(g) for g in group))
         for other in crossed:
             if any(other is g for g in group):
                 continue
-            if bound & _read_names(other):
+            if bound & read_names(other):
                 raise self.not_applicable(
-                    f"line {self.pos(other).start.line} reads {', '.join(sorted(bound & _read_names(other)))}"
+                    f"line {self.pos(other).start.line} reads {', '.join(sorted(bound & read_names(other)))}"
                 )
-            if _bound_names(other) & read:
+            if bound_names(other) & read:
                 raise self.not_applicable(
-                    f"line {self.pos(other).start.line} rebinds {', '.join(sorted(_bound_names(other) & read))}"
+                    f"line {self.pos(other).start.line} rebinds {', '.join(sorted(bound_names(other) & read))}"
                 )
         if after:
             for g in group:
@@ -321,85 +322,3 @@ class MoveAcrossBackward(BackwardMethod):
                 )
         self.move_after(zero, read)
         self.context.scratch["summary"] = "moved the tape's zero after the gradient's reader"
-
-
-class _Names(cst.CSTVisitor):
-    """Names a statement binds (assignment, ``as`` and loop targets) and names it reads."""
-
-    def __init__(self) -> None:
-        self.bound: set[str] = set()
-        self.read: set[str] = set()
-        self._targets: set[int] = set()
-
-    def _bind(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.bound.add(target.value)
-            self._targets.add(id(target))
-        elif isinstance(target, cst.Attribute) and (place := dotted(target)) is not None:
-            self.bound.add(place)  # `self.g = ...`: readers of `self.g` depend on it
-            self._targets.add(id(target))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._bind(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Name):
-            self.bound.add(node.target.value)  # and read: the Name is visited as a read too
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._bind(node.name)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if id(node) not in self._targets:
-            self.read.add(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if id(node) in self._targets:
-            return False  # the target place itself; its base is not read either
-        place = dotted(node)
-        if place is not None:
-            self.read.add(place)
-        return True
-
-
-def _names(stmt: cst.CSTNode) -> _Names:
-    visitor = _Names()
-    stmt.visit(visitor)
-    return visitor
-
-
-_EFFECTS = ("launch", "copy", "assign", "zero_", "fill_", "backward", "zero", "reset")
-
-
-def _effects(stmt: cst.CSTNode) -> bool:
-    """Whether the statement records on a tape or mutates arrays (it must not move with a read)."""
-    visitor = _Calls()
-    stmt.visit(visitor)
-    return bool(visitor.names & set(_EFFECTS))
-
-
-class _Calls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = call_name(node)
-        if name:
-            self.names.add(name)
-
-
-def _bound_names(stmt: cst.CSTNode) -> set[str]:
-    return _names(stmt).bound
-
-
-def _read_names(stmt: cst.CSTNode) -> set[str]:
-    return _names(stmt).read

@@ -39,7 +39,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import textwrap
 from typing import Any
 
 import libcst as cst
@@ -48,10 +47,9 @@ from libcst.codemod import CodemodContext, SkipFile
 from codemods._cst import append_item, dotted, target_names
 from codemods._kernel_output_launches import LaunchSites
 from codemods._kernel_register import keep_in_register, register_refusal
-from codemods._launch_alias import fresh_launch_output
+from codemods._launch_alias import fresh_launch_output, stores_every_element
 from codemods._resolve import Binding, DiskSources, Sources, binding_in
 from warpfix.finding import Finding
-from warpfix.rules._launch_alias import tid_targets
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)
 _BINARY = {
@@ -223,7 +221,7 @@ class KernelOutput(LaunchSites):
 
         self.kernel, self.param = func.name.value, param
         self.index = [p.name.value for p in func.params.params].index(param)
-        if not self._stores_every_element(func, stores):
+        if not stores_every_element(self.code(func), [self.code(t) for s in stores if (t := _store_target(s))]):
             # ``u[s, i, j]`` (one slab of a history): the rest of a fresh output would hold other values, so
             # each launch site starts its output as a copy of the array (the copy is taped: its gradient flows)
             self.extra["partial"] = True
@@ -243,23 +241,6 @@ class KernelOutput(LaunchSites):
         self.replace(func.params, lambda new: new.with_changes(
             params=append_item(new.params, new_param, func.whitespace_before_params, "whitespace_after_param")
         ))
-
-    def _stores_every_element(self, func: cst.FunctionDef, stores: list[cst.CSTNode]) -> bool:
-        """Whether every store indexes the thread's own ``wp.tid()`` element (``i``, ``i, j``): a launch over
-        the array's shape then writes each element of the output."""
-        try:
-            tids = tid_targets(ast.parse(textwrap.dedent(self.code(func))).body[0])  # type: ignore[arg-type]
-        except SyntaxError:
-            return False
-        for store in stores:
-            target = _store_target(store)
-            try:
-                index = ast.parse(self.code(target), mode="eval").body if target is not None else None
-            except SyntaxError:
-                return False
-            if not isinstance(index, ast.Subscript) or ast.unparse(index.slice) not in tids:
-                return False
-        return True
 
     def _fold_into_store(self, small: cst.CSTNode, stores: list[cst.CSTNode], place: str) -> bool:
         """``a[i] = e`` right before ``a[i] *= b`` (the only two stores of ``a``): one store ``a[i] = e * (b)``.

@@ -80,6 +80,18 @@ class Calls:
             return self.new(f"{e.func.id}()")  # ``len(x)``, ``range(n)``: reads no values, writes nothing
         return self.opaque_call(e, args, kwargs, src)
 
+    def imported_name(self, src: SourceFile, node: ast.expr) -> str | None:
+        """The dotted name an absolute import binds ``node`` to (``SimpleNamespace`` after ``from types import
+        SimpleNamespace``, ``types.SimpleNamespace`` after ``import types``), whatever the module; else None."""
+        index, _ = self.module_index(src)
+        if isinstance(node, ast.Name):
+            entry = index.get(node.id)
+            return f"{entry[1]}.{entry[3]}" if entry and entry[0] == "from" and not entry[2] else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            entry = index.get(node.value.id)
+            return f"{entry[1]}.{node.attr}" if entry and entry[0] == "module" and not entry[2] else None
+        return None
+
     def zipped(self, lists: list[Val]) -> Val:
         """``zip(a, b)`` of lists of known length: a list of tuples, item ``k`` holding each list's item ``k``."""
         out = self.new("zip()", "list")

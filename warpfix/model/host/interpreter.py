@@ -230,18 +230,6 @@ class HostInterpreter(Statements, Loops, Expressions, Calls, Classes, LibraryCal
             g[name] = v
         return v
 
-    def imported_name(self, src: SourceFile, node: ast.expr) -> str | None:
-        """The dotted name an absolute import binds ``node`` to (``SimpleNamespace`` after ``from types import
-        SimpleNamespace``, ``types.SimpleNamespace`` after ``import types``), whatever the module; else None."""
-        index, _ = self.module_index(src)
-        if isinstance(node, ast.Name):
-            entry = index.get(node.id)
-            return f"{entry[1]}.{entry[3]}" if entry and entry[0] == "from" and not entry[2] else None
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            entry = index.get(node.value.id)
-            return f"{entry[1]}.{node.attr}" if entry and entry[0] == "module" and not entry[2] else None
-        return None
-
     def library_value(self, name: str, dotted: str) -> Val | None:
         """A name bound to something in an installed package (``import newton``), when its source is there."""
         if self.library is None or not self.library.has_package(dotted.split(".")[0]):
