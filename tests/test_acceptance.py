@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from warpfix.acceptance import GRAD_RTOL, fd_summary, judge
+from warpfix.acceptance import GRAD_RTOL, judge
+from warpfix.run_summary import fd_summary
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport, make_finding
 from warpfix.verify.sketch import change, sketch
 

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from warpfix.acceptance import fd_summary, judge
+from warpfix.acceptance import judge
+from warpfix.run_summary import fd_summary
 from warpfix.verify import run_verify
 from warpfix.verify.backward_checks import BACKWARD_CAP, BackwardChecks
 from warpfix.verify.report import BackwardResult, ParamResult, VerifyReport, make_finding

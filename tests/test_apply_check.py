@@ -31,7 +31,7 @@ class FakeVerify:
         self.calls: list[tuple[list[str], str]] = []
 
     def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
-                 fd_floor: float | None = None):
+                 fd_floor: float | None = None, **gradients: str | None):
         self.calls.append((cmd, cwd))
         if self.error:
             return VerifyReport(error=self.error)
@@ -88,14 +88,19 @@ def test_edit_that_changes_the_loss_is_dropped(project: Path) -> None:
 def test_apply_check_gives_the_verifier_its_own_fd_floor(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The verdicts decide which edits are kept: each run's FD may take CHECK_FD_FLOOR_S, not verify's 10 s."""
     floors: list[float | None] = []
+    saved: list[tuple] = []
 
-    def run_verify(cmd, *, cwd, device=None, timeout=120.0, fd_floor=None):
+    def run_verify(cmd, *, cwd, device=None, timeout=120.0, fd_floor=None, save_gradients=None,
+                   against_gradients=None):
         floors.append(fd_floor)
+        saved.append((save_gradients, against_gradients))
         return VerifyReport(error="stop here")
 
     monkeypatch.setattr("warpfix.verify.run_verify", run_verify)
     check_fixes(["."], ["python", "main.py"], selection=Selection(use_cache=False))
     assert floors == [CHECK_FD_FLOOR_S] and CHECK_FD_FLOOR_S > FD_BUDGET_S
+    # the original's run saves its gradients (FD along what an edit changes measures against them)
+    assert saved[0][0] is not None and saved[0][1] is None
 
 
 def test_unverifiable_original_is_an_error(project: Path) -> None:
@@ -231,7 +236,7 @@ def test_the_integrity_key_tells_the_overwrite_an_edit_removed_from_the_programs
     """navier_stokes (a held-out mutant of the mutation bench): its FFT overwrites ``psi`` on purpose, and the
     planted ``psi.zero_()`` after the stage that read it overwrites it too. The fresh-array fix removes the
     zero; the runtime check must still tell that one apart, or the chaotic program's fix is never proven."""
-    from warpfix.acceptance import fd_summary
+    from warpfix.run_summary import fd_summary
     from warpfix.verify.report import make_finding
 
     def run(*ops: tuple[str, str]) -> dict:
@@ -348,7 +353,7 @@ class FakeVerifyBoth(FakeVerify):
     """FD passes only once neither kernel multiplies in place (the two bugs mask each other)."""
 
     def __call__(self, cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0,
-                 fd_floor: float | None = None):
+                 fd_floor: float | None = None, **gradients: str | None):
         self.calls.append((cmd, cwd))
         text = (Path(cwd) / "main.py").read_text(encoding="utf-8")
         buggy = "v[i] *= k[0]" in text or "w[i] *= k[0]" in text
@@ -367,3 +372,19 @@ def test_findings_of_one_rule_in_one_file_are_judged_together_first(tmp_path: Pa
     assert [(e.finding.rule, e.kept) for e in result.edits] == [("WF401", True), ("WF401", True)]
     assert all("judged together with the 1 other WF401" in e.reason for e in result.edits)
     assert len(verify.calls) == 2  # the original, then both edits at once (not 2 alone + 1 together)
+
+
+@pytest.mark.slow
+def test_a_fix_fd_accepts_either_way_is_proven_along_the_change(tmp_path: Path) -> None:
+    """Blind corpus 3's hammock_struct: the drag updated in place (WF107) moves the gradient by 0.2% of its norm;
+    FD passes before and after, and FD along the direction the edit moved it sides with the edit."""
+    import shutil
+    import sys
+
+    src = Path(__file__).resolve().parents[1] / "bench" / "blind_corpus3" / "hammock_struct" / "bug_inplace_drag.py"
+    shutil.copy(src, tmp_path / "main.py")
+    result = check_fixes([str(tmp_path / "main.py")], [sys.executable, "main.py"], root=str(tmp_path),
+                         selection=Selection(use_cache=False))
+    [edit] = [e for e in result.edits if e.finding.rule == "WF107"]
+    assert edit.kept, edit.reason
+    assert "FD along the direction the edit moved the gradient agrees with the edit's gradient" in edit.reason

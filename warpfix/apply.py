@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpfix.acceptance import fd_summary, judge
+from warpfix.acceptance import judge
 from warpfix.config import Config
 from warpfix.engine import CheckResult, check_paths, check_sources
 from warpfix.finding import Finding
@@ -34,6 +35,7 @@ from warpfix.fixes import compute_edits
 from warpfix.fsutil import write_texts
 from warpfix.procs import scratch_run
 from warpfix.report.json_out import strict_json
+from warpfix.run_summary import fd_summary
 
 #: Seconds the verifier's FD may take at least in each ``apply --check`` run (``verify`` alone: 15): its
 #: verdicts decide which edits are kept, and a program whose iteration is costly to replay needs this many
@@ -171,12 +173,22 @@ def check_fixes(
     """Prove every fix with the verifier before keeping it; nothing is written.
 
     ``root`` is the project folder the command runs in (copied for each trial); every file
-    to fix must lie under it. ``verify`` defaults to :func:`warpfix.verify.run_verify`.
+    to fix must lie under it. ``verify`` defaults to :func:`warpfix.verify.run_verify`, whose runs save their
+    gradients so that FD can measure along what an edit changed (:mod:`warpfix.verify.discriminate`).
     """
-    if verify is None:
-        from warpfix.verify import run_verify
+    if verify is not None:
+        return _check_fixes(paths, command, root, selection, unsafe, rounds, device, timeout, verify, None)
+    from warpfix.verify import run_verify
 
-        verify = functools.partial(run_verify, fd_floor=CHECK_FD_FLOOR_S)
+    with tempfile.TemporaryDirectory(prefix="warpfix-gradients-") as gradients:
+        return _check_fixes(paths, command, root, selection, unsafe, rounds, device, timeout,
+                            functools.partial(run_verify, fd_floor=CHECK_FD_FLOOR_S), gradients)
+
+
+def _check_fixes(
+    paths: Sequence[str], command: Sequence[str], root: str, selection: Selection, unsafe: bool, rounds: int,
+    device: str | None, timeout: float, verify: Callable[..., Any], gradients: str | None,
+) -> ApplyResult:
     from warpfix.verify.fixable import runtime_fixes
     check, errors = _initial(paths, selection)
     out = ApplyResult(errors=errors)
@@ -188,12 +200,16 @@ def check_fixes(
 
     reports: list[Any] = []
 
-    def run(files: dict[str, str]) -> dict[str, Any]:
+    def run(files: dict[str, str], against: dict[str, Any] | None = None) -> dict[str, Any]:
         absolute = {os.path.abspath(p): t for p, t in files.items()}
+        extra: dict[str, Any] = {}
+        if gradients is not None:  # this run's gradients, FD along each one that moved from ``against``'s
+            extra["save_gradients"] = tempfile.mkdtemp(dir=gradients)
+            extra["against_gradients"] = (against or {}).get("gradients_saved")
         report = scratch_run(root, absolute, command, lambda cmd, cwd: verify(cmd, cwd=cwd, device=device,
-                                                                              timeout=timeout))
+                                                                              timeout=timeout, **extra))
         reports.append(report)
-        return fd_summary(report)
+        return {**fd_summary(report), "gradients_saved": extra.get("save_gradients")}
 
     original = dict(check.sources)
     current = dict(original)
@@ -222,7 +238,7 @@ def check_fixes(
             trial = compute_edits(start, [*kept, *group], unsafe=unsafe)
             if len(trial.applied) != len(kept) + len(group):
                 continue
-            after = run(_changed(original, {**start, **trial.new_sources}))
+            after = run(_changed(original, {**start, **trial.new_sources}), baseline)
             ok, why = judge(baseline, after, [f.rule for f in group])
             if not ok:
                 continue
@@ -250,7 +266,7 @@ def check_fixes(
                 out.edits.append(Edit(finding, False, f"conflicts with the kept fix ({names}): both rewrite the "
                                       "same statements"))
                 continue
-            after = run(_changed(original, {**start, **trial.new_sources}))
+            after = run(_changed(original, {**start, **trial.new_sources}), baseline)
             ok, why = judge(baseline, after, [finding.rule])
             if ok:
                 kept.append(finding)
@@ -263,7 +279,7 @@ def check_fixes(
             together = compute_edits(start, [*kept, *(item[0] for item in failed)], unsafe=unsafe)
             joined = [item[0] for item in failed if any(a is item[0] for a in together.applied)]
             if len(joined) > 1 and all(any(a is k for a in together.applied) for k in kept):
-                after = run(_changed(original, {**start, **together.new_sources}))
+                after = run(_changed(original, {**start, **together.new_sources}), baseline)
                 ok, why = judge(baseline, after, [f.rule for f in joined])
                 if ok:
                     current = {**start, **together.new_sources}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import judge
+from .discriminate import along_the_change
 from .fd_replay import FdReplay, _BudgetSpent
 from .ladder import STEP_LADDER, run_ladder
 from .records import ArrayInfo, BackwardRecord, Objective, PendingCompare, ReplayPlan
@@ -168,6 +169,8 @@ class FiniteDifferences(FdReplay):
                     self.compare_param(info, objective, value, loss_ulp, noise, worst, replay_ok, values,
                                        job.ad[id(info)], job.plan, most)
                 )  # fmt: skip
+                if replay_ok:  # apply --check: FD along what an edit changed in this gradient
+                    along_the_change(self, job, info, values, out[-1])
         except _BudgetSpent:
             reason = (
                 f"the FD time budget ({self.fd_job_budget:.0f} s) ran out while replaying the iteration "
@@ -291,7 +294,7 @@ class FiniteDifferences(FdReplay):
 
     def rung_measure(
         self, info: ArrayInfo, objective: Objective, plan: ReplayPlan, x: np.ndarray, v: np.ndarray,
-        idx: int | None, ulp: np.ndarray, dtype: type,
+        idx: int | None, ulp: np.ndarray, dtype: type, ladder: tuple[float, ...] = STEP_LADDER,
     ) -> tuple[Callable[[int], judge.StepResult], dict[int, np.ndarray]]:
         """``measure(k)``: the losses of the replays perturbed by +-t v at rung ``k`` of the step ladder; and the
         perturbation of each measured rung whose loss is not finite (by rung)."""
@@ -301,9 +304,9 @@ class FiniteDifferences(FdReplay):
         deltas: dict[int, np.ndarray] = {}
 
         def measure(k: int) -> judge.StepResult:
-            c = STEP_LADDER[k]
+            c = ladder[k]
             # the whole ladder moves up when its smallest rung would be under MIN_STEP_ULPS
-            t = max(c, t_min * c / STEP_LADDER[-1])
+            t = max(c, t_min * c / ladder[-1])
             plus = (xs + (t * v).astype(dtype)).astype(np.float64) - x
             minus = (xs - (t * v).astype(dtype)).astype(np.float64) - x
             lp = self.replay(plan, objective, {info.order: plus})

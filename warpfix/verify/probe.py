@@ -50,6 +50,7 @@ from .adjoint import install_hook as install_adjoint_hook
 from .array_tracking import ArrayTracking
 from .backward_checks import BackwardChecks
 from .cut_chain import CutChain
+from .discriminate import Gradients
 from .early_grad import EarlyGrad
 from .fd import FD_BUDGET_S, FiniteDifferences
 from .flag_trust import FlagTrust
@@ -122,6 +123,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.taped_kernels: dict[int, Any] = {}
         self.fd_seconds = 0.0
         self.fd_floor = FD_BUDGET_S  # seconds FD may take at least (see fd_budget)
+        self.gradients = Gradients(None, None)  # apply --check's gradients of the run before an edit
         self.fd_job_budget = FD_BUDGET_S  # the budget of the comparison running now (fixed when it starts)
         self.fd_start_rung: dict[int, int] = {}  # id(leaf array) -> step-ladder rung where its FD last agreed
         self.rng = np.random.default_rng(0)
@@ -371,6 +373,7 @@ def bootstrap() -> None:
     tracer.started = started  # the program's own time (FD's budget) counts from the interpreter's start-up
     if fd_floor:
         tracer.fd_floor = float(fd_floor)
+    tracer.gradients = Gradients.from_environment()
     try:
         if device:
             wp.init()

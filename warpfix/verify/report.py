@@ -40,6 +40,8 @@ class ParamResult:
     ad_fd_ratio: float | None
     reason: str = ""  # why FD is unreliable (WF904), or extra detail
     ad_sketch: dict[str, Any] | None = None  # the autodiff gradient in a few numbers (warpfix.verify.sketch)
+    # FD along the direction this gradient moved from an earlier run's (warpfix.verify.discriminate.decide)
+    discriminate: dict[str, Any] | None = None
     # each perturbation FD measured (kind, index, ad, fd, status, reason, [step, fd] per rung of its ladder)
     samples: list[dict[str, Any]] = field(default_factory=list)
     planned: int | None = None  # how many perturbations a verdict was to rest on (the budget may cut them)
@@ -200,6 +202,7 @@ def report_from_probe(raw: dict[str, Any]) -> VerifyReport:
                     ad_fd_ratio=p.get("ad_fd_ratio"),
                     reason=p.get("reason", ""),
                     ad_sketch=p.get("ad_sketch"),
+                    discriminate=p.get("discriminate"),
                     samples=list(p.get("samples", [])),
                     planned=p.get("planned"),
                 )

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from warpfix.procs import run_group, sigterm_as_interrupt
+from warpfix.verify.discriminate import ENV_AGAINST, ENV_SAVE
 from warpfix.verify.probe import ENV_DEVICE, ENV_FD_FLOOR, ENV_OUT, ENV_PATH
 from warpfix.verify.report import VerifyReport, report_from_probe
 
@@ -22,7 +23,7 @@ from warpfix.verify.report import VerifyReport, report_from_probe
 PROBE_MODULES = ("probe.py", "records.py", "fd.py", "ladder.py", "judge.py", "adjoint.py", "spans.py", "sketch.py", "cut_chain.py",
                  "early_grad.py", "leftovers.py", "flag_trust.py", "program_sites.py", "array_tracking.py",
                  "op_recording.py", "launch_hooks.py", "backward_checks.py", "tape_cover.py", "replay_holds.py",
-                 "fd_replay.py")
+                 "fd_replay.py", "discriminate.py")
 PROBE_PACKAGE = "_warpfix_probe"
 
 _SITECUSTOMIZE = '''\
@@ -74,7 +75,8 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 def run_verify(
-    cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0, fd_floor: float | None = None
+    cmd: list[str], *, cwd: str, device: str | None = None, timeout: float = 120.0, fd_floor: float | None = None,
+    save_gradients: str | None = None, against_gradients: str | None = None,
 ) -> VerifyReport:
     """Run ``cmd`` (e.g. ``["python", "train.py", "--small"]``) in ``cwd`` under the FD probe.
 
@@ -84,7 +86,9 @@ def run_verify(
     program runs in its own process group, ended (with any background children) when it
     exits, after ``timeout`` seconds, and on Ctrl-C (KeyboardInterrupt is re-raised).
     FD takes at most twice the program's own run time, or ``fd_floor`` seconds when that is
-    more (default :data:`warpfix.verify.fd.FD_BUDGET_S`).
+    more (default :data:`warpfix.verify.fd.FD_BUDGET_S`). ``save_gradients``: a folder where the first
+    iteration's gradients are saved; ``against_gradients``: such a folder of an earlier run, along whose
+    difference FD measures each gradient that changed (``apply --check``: :mod:`warpfix.verify.discriminate`).
 
     Returns a :class:`VerifyReport`; ``report.error`` is set (and ``exit_code`` is 2) when
     the program could not be verified.
@@ -102,6 +106,12 @@ def run_verify(
         env.pop(ENV_FD_FLOOR, None)
         if fd_floor is not None:
             env[ENV_FD_FLOOR] = repr(float(fd_floor))
+        env.pop(ENV_SAVE, None)
+        env.pop(ENV_AGAINST, None)
+        if save_gradients:
+            env[ENV_SAVE] = save_gradients
+        if against_gradients:
+            env[ENV_AGAINST] = against_gradients
         if device:
             env[ENV_DEVICE] = device
         env["PYTHONPATH"] = os.pathsep.join(p for p in (probe_path, env.get("PYTHONPATH", "")) if p)
