@@ -7,8 +7,10 @@ update) and one of these proves it:
 * FD disagreed (or could not judge: no backward reached a leaf parameter) before the edit and agrees after it;
 * FD agreed before and after *and* the edit left every checked gradient unchanged (the sketches of
   :mod:`warpfix.verify.sketch`): when the gradient changed, FD accepted two different gradients and
-  cannot tell which is right, so that is no proof; when FD compares other parameters after the edit,
-  only a program that now trains those, with FD agreeing after the first update, is proven;
+  cannot tell which is right, so that is no proof -- unless FD along the direction the gradient moved
+  (:mod:`warpfix.verify.discriminate`) sides with the edit's gradient, which proves it (sides with the
+  original's: the edit is dropped); when FD compares other parameters after the edit, only a program
+  that now trains those, with FD agreeing after the first update, is proven;
 * the runtime checks (an array changed before its backward, a stale gradient, an array without a
   gradient that cuts the chain to the loss, a gradient read before its backward, a launch the objective
   depends on recorded on another tape than the backward's) found the edit's arrays (or launches)

@@ -40,7 +40,8 @@ class PingPong(HazardRule):
     name = "ping-pong"
     severity = Severity.ERROR
     fix_safety = FixSafety.SAFE
-    fix_description = "Allocate a fresh output per step (nxt = wp.empty_like(cur) ... cur = nxt)"
+    fix_description = ("Allocate a fresh output per step (nxt = wp.empty_like(cur) ... cur = nxt; wp.clone(...) "
+                       "where the launch writes only part of it)")
     doc = RuleDoc(
         what=(
             "Flags a recorded launch that overwrites an array an earlier recorded op of the same tape read: "
