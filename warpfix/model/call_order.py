@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from warpfix.finding import Span
 from warpfix.model.facts import Event
+from warpfix.model.tapeflow import line_ref, tape_display_name
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,25 @@ def grad_write_data(events: list[Event], ev: Event, bwd: Event, owners: set[int]
     return {"grad_write_lines": lines} if lines else {}
 
 
-def resumed_before(ev: Event, bwd: Event) -> Span | None:
+@dataclass(frozen=True)
+class Resumed:
+    """A generator's ``yield`` that runs its caller's loop body (the read or write ``ev``) before the generator's
+    backward: where the finding goes, and what the fix (the backward moved before the yield) needs."""
+
+    at: Span
+    backward: Event
+    ev: Event
+
+    def opening(self) -> str:
+        return (f"the generator yields to its caller's loop before its backward ({line_ref(self.backward.span, self.at)})"
+                f": its loop body at {line_ref(self.ev.span, self.at)}")
+
+    def data(self) -> dict[str, object]:
+        return {"tape": tape_display_name(self.backward), "yield_line": self.at.line,
+                "backward_line": self.backward.span.line}
+
+
+def resumed_before(ev: Event, bwd: Event) -> Resumed | None:
     """The ``yield`` of a generator that runs ``ev``'s loop body (``for it in optimize(...)``) before the
     generator's own backward ``bwd``: the caller's step sees the gradient before the backward produces it, and
     the fix moves that backward before the yield. None when ``ev`` does not run at such a yield."""
@@ -109,4 +128,4 @@ def resumed_before(ev: Event, bwd: Event) -> Span | None:
     depth = len(ev.call_stack)
     if len(bwd.call_stack) <= depth or bwd.call_stack[:depth] != ev.call_stack:
         return None  # the backward does not run in a generator the read's frame called
-    return at
+    return Resumed(at, bwd, ev)

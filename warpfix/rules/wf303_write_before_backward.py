@@ -137,14 +137,11 @@ tape.backward(loss)
                     resumed = resumed_before(ev, bwd)
                     if resumed is not None:
                         yield self.finding(
-                            resumed,
-                            f"the generator yields to its caller's loop before its backward "
-                            f"({line_ref(bwd.span, resumed)}): the loop body's {describe_event(ev)} "
-                            f"({line_ref(ev.span, resumed)}) overwrites `{ev.name_of(buf)}`, which the tape read at "
-                            f"{line_ref(reader.span, resumed)}, and the backward replays against the new contents; "
-                            "run the backward before the yield",
-                            data={"tape": tape_display_name(bwd), "yield_line": resumed.line,
-                                  "backward_line": bwd.span.line},
+                            resumed.at,
+                            f"{resumed.opening()} runs the {describe_event(ev)}, which overwrites `{ev.name_of(buf)}`, which the "
+                            f"tape read at {line_ref(reader.span, resumed.at)}, and the backward replays against the "
+                            "new contents; run the backward before the yield",
+                            data=resumed.data(),
                             related=((reader.span, "read on the tape here"), (bwd.span, "backward here"),
                                      (ev.span, "the write")),
                         )

@@ -169,13 +169,10 @@ tape.backward(loss)
                 resumed = resumed_before(ev, bwd)
                 if resumed is not None:
                     yield self.finding(
-                        resumed,
-                        f"the generator yields to its caller's loop before its backward "
-                        f"({line_ref(bwd.span, resumed)}): the loop body reads `{name}` "
-                        f"({line_ref(ev.span, resumed)}) while it still holds the previous gradient (or zeros); "
+                        resumed.at,
+                        f"{resumed.opening()} reads `{name}` while it still holds the previous gradient (or zeros); "
                         "run the backward before the yield",
-                        data={"tape": tape_display_name(bwd), "yield_line": resumed.line,
-                              "backward_line": bwd.span.line},
+                        data=resumed.data(),
                         related=((bwd.span, "gradient produced here"), (ev.span, "the read")),
                     )
                     continue

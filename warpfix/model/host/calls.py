@@ -6,7 +6,9 @@ What a constructor runs and where a method is found in a class and its bases:
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
+from warpfix.finding import Span
 from warpfix.model.facts import Buffer
 from warpfix.model.grad_reads import grad_owner
 from warpfix.model.host.limits import CALL_STEPS, MAX_DEPTH
@@ -91,6 +93,20 @@ class Calls:
             entry = index.get(node.value.id)
             return f"{entry[1]}.{node.attr}" if entry and entry[0] == "module" and not entry[2] else None
         return None
+
+    def run_generator(self, callee: Val, call: ast.Call, args: list[Val], kwargs: dict[str, Val], frame: _Frame,
+                      at_yield: Callable[[Val, Span], None]) -> None:
+        """Run the project generator function ``callee`` (a ``@contextmanager`` or one a ``for`` consumes) as
+        ``call`` calls it, ``at_yield`` running at each of its yields with the value yielded."""
+        assert callee.func is not None
+        fsrc, fn = callee.func
+        self.yield_handlers.append((id(fn), at_yield))
+        try:
+            bound = callee.attrs.get("__self__")
+            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
+                        bound_self=bound is not None, closure=callee.closure)
+        finally:
+            self.yield_handlers.pop()
 
     def zipped(self, lists: list[Val]) -> Val:
         """``zip(a, b)`` of lists of known length: a list of tuples, item ``k`` holding each list's item ``k``."""

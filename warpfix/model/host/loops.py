@@ -134,13 +134,7 @@ class Loops:
                 if where is not None:
                     self.resumed.pop()
 
-        self.yield_handlers.append((id(fn), body))
-        try:
-            bound = callee.attrs.get("__self__")
-            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
-                        bound_self=bound is not None, closure=callee.closure)
-        finally:
-            self.yield_handlers.pop()
+        self.run_generator(callee, call, args, kwargs, frame, body)
         if not ran:  # the generator was not followed to a yield: the body still runs, once
             body(self.new(_text(call)))
         if returned:

@@ -298,13 +298,7 @@ class Statements:
             finally:
                 self.call_limits = saved
 
-        self.yield_handlers.append((id(fn), body))
-        try:
-            bound = callee.attrs.get("__self__")
-            self.inline(fsrc, fn, [bound, *args] if bound is not None else args, kwargs, call, caller_src=frame.src,
-                        bound_self=bound is not None, closure=callee.closure)
-        finally:
-            self.yield_handlers.pop()
+        self.run_generator(callee, call, args, kwargs, frame, body)
         if not ran:  # the generator was not followed to its yield: the body still runs
             body(self.new(_text(call)))
         if ran[0] is not None:
