@@ -362,3 +362,12 @@ def test_an_input_the_custom_adjoint_never_writes_is_a_warning():
     [found] = [f for f in report.findings if f.rule == "WF804"]
     assert found.severity.value == "warning" and "never writes the adjoint of `eps`" in found.message
     assert params(report)["x"][0] == "pass"
+
+
+def test_slabs_of_one_history_array_touched_apart_are_no_overwrite():
+    """``u[s_in, i, j]`` read and ``u[s_out, i, j]`` written through two arguments of one launch, the misfit reading
+    the last slab while later windows write others: the runtime checks see slabs, not the whole array."""
+    report = verify("python", "history_slabs.py")
+    assert report.error is None, report.error
+    assert not [f for f in report.findings if f.rule in ("WF902", "WF905")], [f.message for f in report.findings]
+    assert params(report)["k"][0] == "pass"

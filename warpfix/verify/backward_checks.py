@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .records import ArrayInfo, BackwardRecord, Objective, Op, digest, family, flat
+from .slab_reads import read_and_overwritten_apart
 from .spans import overlap
 
 #: ... or this many backward calls.
@@ -235,12 +236,15 @@ class BackwardChecks:
                     if info.order not in op.read_hash:
                         continue
                     if info in op.writes:
-                        if _read_and_overwritten_apart(op, info):
+                        if read_and_overwritten_apart(op, info):
                             self._overwritten_by_itself(op, info, path, line, frame)
                         continue
-                    if info.order not in current:
+                    slab = op.slab_hash.get(info.order)  # one slab read (``u[s, i, j]``): only it must stay
+                    if slab is not None and digest(info.arr[slab[0]]) == slab[1]:
+                        continue
+                    if slab is None and info.order not in current:
                         current[info.order] = digest(info.arr)
-                    if current[info.order] == op.read_hash[info.order]:
+                    if slab is None and current[info.order] == op.read_hash[info.order]:
                         continue
                     self.resolve_name(info, frame)
                     culprit = next(
@@ -386,12 +390,3 @@ class BackwardChecks:
         )
         self.add_finding("WF903", path, line, msg, ("WF903", path, line), classified_as="WF301",
                          array=info.name, arrays=[i.name for i, _ in stale])  # fmt: skip
-
-
-def _read_and_overwritten_apart(op: Op, info: ArrayInfo) -> bool:
-    """Whether ``op`` reads ``info`` through one argument and writes it through another (not one argument the
-    kernel updates in place, whose adjoint may need no old value: that is the static rule's to judge)."""
-    uses = op.positions.get(info.order, [])
-    written = {pos for pos, _, w in uses if w and pos is not None}
-    return bool(written) and any(r and not w and pos is not None and pos not in written for pos, r, w in uses)
-

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .records import ProbeGraph
+from .slab_reads import kernel_slabs, slab_of
 
 
 class LaunchHooks:
@@ -86,11 +87,21 @@ class LaunchHooks:
             self.mirror_tracker(kernel, all_args, flags)
         unflagged = frozenset(unwritten - written_ids)
         known = len(self.ops)
+        self.next_slabs = self.launch_slabs(kernel, all_args, labels)
         result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays, lambda: orig(*args, **kwargs),
                                 replay, self.flag_trust.read_only(kernel, unflagged))  # fmt: skip
         if len(self.ops) > known:
             self.flag_trust.learn(kernel, unflagged, self.ops[known].writes)
         return result
+
+    def launch_slabs(self, kernel: Any, args: list[Any], labels: list[str]) -> dict[int, int]:
+        """Argument position -> the slab of that array argument the launch touches, where known (slab_reads.py)."""
+        slabs = self.slab_args.get(id(kernel))
+        if slabs is None:
+            slabs = self.slab_args[id(kernel)] = (kernel, kernel_slabs(kernel))
+        values = dict(zip(labels, args, strict=False))
+        found = {i: slab_of(slabs[1], values, label) for i, label in enumerate(labels[: len(args)])}
+        return {i: s for i, s in found.items() if s is not None}
 
     def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
         """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
@@ -100,13 +111,17 @@ class LaunchHooks:
         for msg in self.codegen_warnings.pop(name, []):
             self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, name, msg),
                              classified_as="WF106", library=library, kernel=name)  # fmt: skip
-        read_here = {id(v) for i, v in enumerate(args) if self.is_array(v) and i < len(flags) and flags[i][1]}
+        known = self.launch_slabs(kernel, args, [f[0] for f in flags])
+        slab = [known.get(i) for i in range(len(args))]
         for i, v in enumerate(args):
             if not self.is_array(v) or i >= len(flags):
                 continue
             label, is_read, is_write = flags[i]
-            if is_write and id(v) in self.tracker_read:
-                aliased = any(v is w and j != i for j, w in enumerate(args)) and id(v) in read_here
+            if is_write and self.tracker_overlaps(id(v), slab[i]):
+                # the same array read through another argument of this launch, at a slab this one may write
+                aliased = any(v is w and j != i and j < len(flags) and flags[j][1]
+                              and (slab[j] is None or slab[i] is None or slab[j] == slab[i])
+                              for j, w in enumerate(args))
                 if aliased:
                     msg = (
                         f"argument `{label}` of kernel `{name}` is written here while the same array is also "
@@ -121,7 +136,24 @@ class LaunchHooks:
                                  ("WF905", path, line, name, label), classified_as="WF103" if aliased else "WF104",
                                  library=library, kernel=name, argument=label)  # fmt: skip
             if is_read:
-                self.tracker_read.add(id(v))
+                self.tracker_add(id(v), slab[i])
+
+    def tracker_overlaps(self, key: int, slab: int | None) -> bool:
+        """Whether a write of ``slab`` (None: all of it) of array ``key`` meets a read the tracker remembers."""
+        if key not in self.tracker_read:
+            return False
+        read = self.tracker_slabs.get(key)
+        return read is None or slab is None or slab in read
+
+    def tracker_add(self, key: int, slab: int | None) -> None:
+        """Remember a read of ``slab`` (None: all) of array ``key``: only slabs while every read named one."""
+        if slab is None:
+            self.tracker_slabs.pop(key, None)
+        elif key not in self.tracker_read:
+            self.tracker_slabs[key] = {slab}
+        elif key in self.tracker_slabs:
+            self.tracker_slabs[key].add(slab)
+        self.tracker_read.add(key)
 
     def on_copy(self, orig: Callable, args: tuple, kwargs: dict, as_tape: Any = None) -> Any:
         if not self.hooked():
@@ -151,7 +183,7 @@ class LaunchHooks:
                 msg = "an array copy writes an array already read by an earlier launch on the tape"
                 self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, "copy"),
                                  classified_as="WF101", library=self.library_site())  # fmt: skip
-            self.tracker_read.add(id(src))
+            self.tracker_add(id(src), None)
         arrays = [(src, True, False, "src", 1), (dest, False, True, "dest", 0)]
         return self.traced_op("copy", "wp.copy", tape, arrays, lambda: orig(*args, **kwargs), replay)
 

@@ -151,10 +151,15 @@ class OpRecording:
         path, line = self.site()
         infos = [(self.touch(a, frame, lab), r, w, lab, pos) for a, r, w, lab, pos in arrays]
         pre: dict[int, int] = {}
+        slabs, self.next_slabs = self.next_slabs, {}  # the launch's (launch_hooks.launch_slabs)
+        slab_read = _slab_reads(infos, slabs)
+        slab_hash: dict[int, tuple[int, int]] = {}
         with self.paused():
             for info, may_read, known_write, *_ in infos:
                 if id(info) not in pre and (may_read or not known_write):
                     pre[id(info)] = digest(info.arr)
+                if info.order in slab_read and info.order not in slab_hash:
+                    slab_hash[info.order] = (slab_read[info.order], digest(info.arr[slab_read[info.order]]))
         self.depth += 1
         self.seconds["trace"] += time.perf_counter() - started
         try:
@@ -188,7 +193,7 @@ class OpRecording:
                         other.hash = digest(other.arr)
         op = Op(len(self.ops), kind, label, path, line, tape, replay, reads, writes, read_hash,
                 positions=positions, library=self.library_site(), replayed=self.replaying is not None,
-                recording=self.wp._src.context.runtime.tape)  # fmt: skip
+                recording=self.wp._src.context.runtime.tape, slabs=slabs, slab_hash=slab_hash)  # fmt: skip
         self.seconds["trace"] += time.perf_counter() - started
         self.record(op)
         return result
@@ -258,3 +263,13 @@ class OpRecording:
         if not ptr:
             return []
         return [i.arr for i in self.spans.at_address(ptr)]
+
+
+def _slab_reads(infos: list[tuple[Any, bool, bool, str, int | None]], slabs: dict[int, int]) -> dict[int, int]:
+    """info.order -> the one slab a launch reads of it, where every position it is read through names the same
+    known slab (``u[s, i, j]``: what the read's adjoint needs is that slab, not the whole array)."""
+    read: dict[int, set[int | None]] = {}
+    for info, may_read, _, _, pos in infos:
+        if may_read:
+            read.setdefault(info.order, set()).add(slabs.get(pos) if pos is not None else None)
+    return {order: next(iter(s)) for order, s in read.items() if len(s) == 1 and None not in s}

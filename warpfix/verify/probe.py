@@ -92,8 +92,7 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.window = 0  # 0: the first iteration; 1: the next one (bugs dormant at iteration 0)
         self.previous_params: list[ArrayInfo] = []  # parameters of window 0, for WF903 in window 1
         self.past_cap = False  # the first iteration's backwards past BACKWARD_CAP run for their loss alone
-        # the last backward's loss array, the op count then and the window's arrays then
-        self.loss_mark: tuple[Any, int, dict[int, ArrayInfo]] | None = None
+        self.loss_mark: tuple[Any, int, dict[int, ArrayInfo]] | None = None  # last loss, op count, arrays then
         self.grad_reads: set[int] = set()  # ids of the gradients the program read (host, launch, copy): consumed
         self.ops: list[Op] = []
         self.arrays: dict[int, ArrayInfo] = {}
@@ -111,10 +110,12 @@ class Tracer(ProgramSites, ArrayTracking, OpRecording, LaunchHooks, BackwardChec
         self.flags: dict[int, list[tuple[str, bool, bool]] | None] = {}
         self.flag_trust = FlagTrust()  # whether a kernel's write flags name every array it writes
         self.codegen_warnings: dict[str, list[str]] = {}  # kernel name -> in-kernel tracker warnings
-        self.tracker_read: set[int] = set()
+        self.tracker_read: set[int] = set()  # and (slab_reads.py) the slabs read, where every read named one
+        self.tracker_slabs: dict[int, set[int]] = {}
+        self.next_slabs: dict[int, int] = {}
+        self.slab_args: dict[int, tuple[Any, dict[str, str]]] = {}
         self.host_grad_read = False
-        # id -> (array, site, op count) of requires_grad arrays the program reads on the host
-        self.host_reads: dict[int, tuple[Any, str, int]] = {}
+        self.host_reads: dict[int, tuple[Any, str, int]] = {}  # id -> (array, site, op count): arrays read on the host
         self.error: str | None = None
         self.stopped = ""
         self.orig: dict[str, Any] = {}

@@ -58,6 +58,8 @@ class Op:
     library: str | None = None  # "path:line" of the library call that made it, when not the program
     replayed: bool = False  # a replay of a captured graph
     recording: Any = None  # the tape recording when the operation ran (a fill is never recorded, but may run inside one)
+    slabs: dict[int, int] = field(default_factory=dict)  # argument position -> the slab a launch touches there
+    slab_hash: dict[int, tuple[int, int]] = field(default_factory=dict)  # info.order -> (slab read, its hash)
 
 
 @dataclass(eq=False)

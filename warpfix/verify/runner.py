@@ -23,7 +23,7 @@ from warpfix.verify.report import VerifyReport, report_from_probe
 PROBE_MODULES = ("probe.py", "records.py", "fd.py", "ladder.py", "judge.py", "adjoint.py", "spans.py", "sketch.py", "cut_chain.py",
                  "early_grad.py", "leftovers.py", "flag_trust.py", "program_sites.py", "array_tracking.py",
                  "op_recording.py", "launch_hooks.py", "backward_checks.py", "tape_cover.py", "replay_holds.py",
-                 "fd_replay.py", "discriminate.py")
+                 "fd_replay.py", "discriminate.py", "slab_reads.py")
 PROBE_PACKAGE = "_warpfix_probe"
 
 _SITECUSTOMIZE = '''\
