@@ -634,3 +634,27 @@ def test_a_rotated_list_without_a_constructor_is_refused() -> None:
     result = compute_edits({"m.py": code}, [finding("WF104", "m.py", 11, arg="self.states[t + 1]")])
     assert result.new_sources == {}
     assert "no constructor call builds its slots" in result.skipped[0][1]
+
+
+def test_two_rules_asking_one_codemod_the_same_share_its_edit() -> None:
+    """WF303 and WF304 at a generator's ``yield`` ask the same move with the same data: the first makes the edit,
+    the second is fixed by it (said so), not refused because its line moved."""
+    text = src("""
+        def optimize(bufs, iters):
+            for it in range(iters):
+                tape = wp.Tape()
+                with tape:
+                    rollout(bufs)
+                yield it, float(bufs.loss.numpy()[0])
+                tape.backward(bufs.loss)
+                tape.zero()
+    """)
+    data = {"tape": "tape", "yield_line": 6, "backward_line": 7}
+    result = compute_edits({"main.py": text}, [finding("WF303", "main.py", 6, column=9, **data),
+                                              finding("WF304", "main.py", 6, column=9, **data)])
+    assert [f.rule for f in result.applied] == ["WF303", "WF304"] and not result.skipped
+    assert result.note(result.applied[1]) == "; the same edit as the WF303 fix at line 6"
+    assert "        tape.backward(bufs.loss)\n        yield it" in result.new_sources["main.py"]
+    other = compute_edits({"main.py": text}, [finding("WF303", "main.py", 6, column=9, written="x", **data),
+                                              finding("WF304", "main.py", 6, column=9, **data)])
+    assert len(other.applied) == 1  # asked otherwise: judged on its own

@@ -266,6 +266,10 @@ def _check_fixes(
                 out.edits.append(Edit(finding, False, f"conflicts with the kept fix ({names}): both rewrite the "
                                       "same statements"))
                 continue
+            if {**start, **trial.new_sources} == current:  # the edit a kept fix made already fixes this one
+                kept.append(finding)
+                out.edits.append(Edit(finding, True, f"proven with that fix{trial.note(finding)}", baseline, baseline))
+                continue
             after = run(_changed(original, {**start, **trial.new_sources}), baseline)
             ok, why = judge(baseline, after, [finding.rule])
             if ok:

@@ -127,18 +127,32 @@ def compute_edits(sources: dict[str, str], findings: list[Finding], *, unsafe: b
     result = FixResult()
     current = dict(sources)
     maps: dict[str, _LineMap] = {}
+    made: dict[tuple, Finding] = {}  # the edit each applied finding's codemod made, by what it was asked
 
     for finding in sorted(_unique(findings), key=_order):
         reason = _allowed(finding, unsafe)
+        same = made.get(_asked(finding)) if reason is None else None
+        if same is not None:
+            # another rule's finding at the same place asking the same codemod the same: its edit is this fix too
+            result.applied.append(finding)
+            result.notes[id(finding)] = f"the same edit as the {same.rule} fix at line {same.line}"
+            continue
         if reason is None:
             reason = _apply_one(finding, current, maps, result.notes)
         if reason is None:
             result.applied.append(finding)
+            made[_asked(finding)] = finding
         else:
             result.skipped.append((finding, reason))
 
     result.new_sources = {p: s for p, s in current.items() if s != sources.get(p)}
     return result
+
+
+def _asked(finding: Finding) -> tuple:
+    """What a finding asks of its codemod: the codemod, the place, and the data it reads (not the rule)."""
+    data = tuple(sorted((k, repr(v)) for k, v in finding.data.items() if k != "taped"))
+    return COMMANDS.get(finding.rule), finding.path, finding.line, finding.span.column, data
 
 
 def _apply_one(
