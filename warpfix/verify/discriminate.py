@@ -96,23 +96,18 @@ def decide(fds: list[float], now: float, before: float) -> dict[str, Any]:
 
 def along_the_change(tracer: Any, job: Any, info: Any, values: dict[int, np.ndarray], res: dict[str, Any]) -> None:
     """Save the gradient of ``info`` at the first iteration's backward ``job``; where an earlier run's differs,
-    measure FD along the difference on every rung of the step ladder and put the decision in ``res``."""
+    measure FD along the difference at each of :data:`STEPS` and put the decision in ``res``."""
     if job.entry.get("window", 0) != 0:
         return
     index = next((k for k, r in enumerate(job.records) if r is job.record), 0)
     grad = np.asarray(job.ad[id(info)], dtype=np.float64)
     tracer.gradients.save(index, info.name, grad)
     before = tracer.gradients.earlier(index, info.name, grad)
-    if before is None or res.get("verdict") == "unreliable" and "replaying" in str(res.get("reason")):
+    if before is None:
         return
     x = values[info.order]
-    wp = tracer.wp
-    dtype = np.float64 if wp._src.types.type_scalar_type(info.arr.dtype) == wp.float64 else np.float32
-    rms = float(np.sqrt(np.mean(x * x))) if x.size else 0.0
-    scale = np.minimum(1.0, np.maximum(np.abs(x), rms)).reshape(-1)
-    scale[scale == 0.0] = 1.0
+    dtype, ulp, scale = tracer.perturbation_units(info, x)
     v = direction(grad, before, scale).reshape(x.shape)
-    ulp = np.spacing(np.abs(x.astype(dtype))).astype(np.float64)
     measure, _ = tracer.rung_measure(info, job.objective, job.plan, x, v, None, ulp, dtype, STEPS)
     fds = [measure(k).fd for k in range(len(STEPS))]
     res["discriminate"] = decide(fds, float(np.dot(grad.reshape(-1), v.reshape(-1))),

@@ -207,12 +207,7 @@ class FiniteDifferences(FdReplay):
             )
             return {**base, "verdict": judge.UNRELIABLE, "reason": reason}
         x = values[info.order]  # the parameter as its first reader sees it
-        dtype = np.float64 if self.wp._src.types.type_scalar_type(info.arr.dtype) == self.wp.float64 else np.float32
-        xs = x.astype(dtype)
-        ulp = np.spacing(np.abs(xs)).astype(np.float64)
-        rms = float(np.sqrt(np.mean(x * x))) if x.size else 0.0
-        scale = np.minimum(1.0, np.maximum(np.abs(x), rms))
-        scale[scale == 0.0] = 1.0
+        dtype, ulp, scale = self.perturbation_units(info, x)
         n = x.size
         picks = [0, n - 1] + [int(i) for i in self.rng.choice(n, size=min(n, ELEMENT_SAMPLES), replace=False)]
         elements = list(dict.fromkeys(picks))[:ELEMENT_SAMPLES]
@@ -291,6 +286,16 @@ class FiniteDifferences(FdReplay):
             "planned": planned,
             "samples": [_sample_json(s, steps) for s, (_, _, _, steps) in zip(samples, ladders, strict=True)],
         }
+
+    def perturbation_units(self, info: ArrayInfo, x: np.ndarray) -> tuple[type, np.ndarray, np.ndarray]:
+        """For perturbing leaf ``info`` at values ``x``: its numpy dtype, each element's ulp, and each element's
+        scale (its magnitude, at least the rms, at most 1; 1 where all are 0) that a perturbation is measured in."""
+        dtype = np.float64 if self.wp._src.types.type_scalar_type(info.arr.dtype) == self.wp.float64 else np.float32
+        ulp = np.spacing(np.abs(x.astype(dtype))).astype(np.float64)
+        rms = float(np.sqrt(np.mean(x * x))) if x.size else 0.0
+        scale = np.minimum(1.0, np.maximum(np.abs(x), rms))
+        scale[scale == 0.0] = 1.0
+        return dtype, ulp, scale
 
     def rung_measure(
         self, info: ArrayInfo, objective: Objective, plan: ReplayPlan, x: np.ndarray, v: np.ndarray,

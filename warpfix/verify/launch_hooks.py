@@ -83,11 +83,11 @@ class LaunchHooks:
             (unwritten if flags and pos < len(flags) and not is_write else written_ids).add(id(arr))
             # Warp's read flag misses `a[i] * b` reads: only "written and not flagged read" means write-only
             arrays.append((arr, not (is_write and not is_read), known_write, label, pos))
+        self.next_slabs = self.launch_slabs(kernel, all_args, labels)  # for traced_op, and the tracker mirror
         if taped and flags:
-            self.mirror_tracker(kernel, all_args, flags)
+            self.mirror_tracker(kernel, all_args, flags, self.next_slabs)
         unflagged = frozenset(unwritten - written_ids)
         known = len(self.ops)
-        self.next_slabs = self.launch_slabs(kernel, all_args, labels)
         result = self.traced_op("launch", f"launch of kernel {kernel.key}", tape, arrays, lambda: orig(*args, **kwargs),
                                 replay, self.flag_trust.read_only(kernel, unflagged))  # fmt: skip
         if len(self.ops) > known:
@@ -99,20 +99,23 @@ class LaunchHooks:
         slabs = self.slab_args.get(id(kernel))
         if slabs is None:
             slabs = self.slab_args[id(kernel)] = (kernel, kernel_slabs(kernel))
+        if not slabs[1]:
+            return {}  # most kernels: no argument reached by slab
         values = dict(zip(labels, args, strict=False))
         found = {i: slab_of(slabs[1], values, label) for i, label in enumerate(labels[: len(args)])}
         return {i: s for i, s in found.items() if s is not None}
 
-    def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]]) -> None:
-        """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site."""
+    def mirror_tracker(self, kernel: Any, args: list[Any], flags: list[tuple[str, bool, bool]],
+                       slabs: dict[int, int]) -> None:
+        """Warp's `verify_autograd_array_access` check, on the recorded launch, attributed to its call site
+        (``slabs``: the slab the launch touches at each argument position, where known)."""
         path, line = self.site()
         library = self.library_site()
         name = kernel.adj.fun_name
         for msg in self.codegen_warnings.pop(name, []):
             self.add_finding("WF905", path, line, f"Warp overwrite tracker: {msg}", ("WF905", path, line, name, msg),
                              classified_as="WF106", library=library, kernel=name)  # fmt: skip
-        known = self.launch_slabs(kernel, args, [f[0] for f in flags])
-        slab = [known.get(i) for i in range(len(args))]
+        slab = [slabs.get(i) for i in range(len(args))]
         for i, v in enumerate(args):
             if not self.is_array(v) or i >= len(flags):
                 continue
